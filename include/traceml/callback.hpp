@@ -1,0 +1,164 @@
+// traceml: the trainer-callback way in. A trainer calls hooks on a callback_list; the profiler is one
+// callback among the user's own. Records made through hooks are identical to those made by scopes.
+//
+//   traceml::callback_list callbacks;
+//   callbacks.add(profiler);              // any traceml::callback, held by reference
+//   callbacks.on_train_begin();
+//   for (...) {
+//     callbacks.on_step_begin();
+//     callbacks.on_phase_begin(traceml::phase_kind::forward); ...; callbacks.on_phase_end(traceml::phase_kind::forward);
+//     callbacks.on_step_end();
+//   }
+//   callbacks.on_train_end();
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "traceml/config.hpp"
+#include "traceml/detail/diagnostics.hpp"
+#include "traceml/phase.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+
+/// Base class with no-op hooks; override the ones you need. `name` arguments of phase hooks must
+/// have static storage (string literals, tag names, or intern()). Hooks should not throw.
+class callback {
+ public:
+  virtual ~callback() = default;
+  virtual void on_train_begin() {}
+  virtual void on_train_end() {}
+  virtual void on_step_begin() {}
+  virtual void on_step_end() {}
+  virtual void on_microbatch_begin() {}
+  virtual void on_microbatch_end() {}
+  virtual void on_phase_begin(phase_kind /*kind*/, const char* /*name*/) {}
+  virtual void on_phase_end(phase_kind /*kind*/, const char* /*name*/) {}
+};
+
+/// Calls every registered callback, in registration order for begin hooks and in reverse order for
+/// end hooks (so callbacks nest like scopes). Callbacks are held by reference and must outlive it.
+class callback_list {
+ public:
+  void add(callback& cb) { callbacks_.push_back(&cb); }
+  std::size_t size() const noexcept { return callbacks_.size(); }
+
+  void on_train_begin() { forward_order([](callback& c) { c.on_train_begin(); }); }
+  void on_train_end() { reverse_order([](callback& c) { c.on_train_end(); }); }
+  void on_step_begin() { forward_order([](callback& c) { c.on_step_begin(); }); }
+  void on_step_end() { reverse_order([](callback& c) { c.on_step_end(); }); }
+  void on_microbatch_begin() { forward_order([](callback& c) { c.on_microbatch_begin(); }); }
+  void on_microbatch_end() { reverse_order([](callback& c) { c.on_microbatch_end(); }); }
+  void on_phase_begin(phase_kind kind, const char* name = nullptr) {
+    const char* n = name ? name : to_string(kind);
+    forward_order([&](callback& c) { c.on_phase_begin(kind, n); });
+  }
+  void on_phase_end(phase_kind kind, const char* name = nullptr) {
+    const char* n = name ? name : to_string(kind);
+    reverse_order([&](callback& c) { c.on_phase_end(kind, n); });
+  }
+
+ private:
+  template <class F> void forward_order(F&& f) { for (auto* c : callbacks_) f(*c); }
+  template <class F> void reverse_order(F&& f) {
+    for (auto it = callbacks_.rbegin(); it != callbacks_.rend(); ++it) f(**it);
+  }
+  std::vector<callback*> callbacks_;
+};
+
+#if TRACEML_ENABLED
+namespace detail {
+/// Scopes opened through hooks live here, per thread, until their end hook. Fixed size: no
+/// allocation; deeper nesting is reported and ignored.
+struct hook_stack {
+  static constexpr int capacity = 32;
+  open_span spans[capacity];
+  int size = 0;
+};
+inline thread_local hook_stack tls_hooks;
+
+inline const char* describe_open(const hook_stack& s) {
+  return s.size ? s.spans[s.size - 1].name : "nothing";
+}
+
+inline void hook_begin(phase_kind kind, const char* name) noexcept {
+  auto& s = tls_hooks;
+  if (s.size == hook_stack::capacity) {
+    report_once("hook-depth", "trainer hooks nested deeper than 32 levels; the extra begin hooks are ignored");
+    return;
+  }
+  if (kind == phase_kind::step && s.size > 0) {
+    report_once("hook-step-nested", std::string("on_step_begin() called while '") + describe_open(s) +
+                                        "' is still open; hook ignored (close it first)");
+    return;
+  }
+  if (kind == phase_kind::microbatch) {
+    bool in_step = false;
+    for (int i = 0; i < s.size; ++i) in_step |= s.spans[i].kind == phase_kind::step;
+    if (!in_step || s.spans[s.size - 1].kind != phase_kind::step) {
+      report_once("hook-micro-outside", std::string("on_microbatch_begin() called while '") + describe_open(s) +
+                                            "' is open (expected directly inside a step); hook ignored");
+      return;
+    }
+  }
+  begin_span(s.spans[s.size++], kind, name);
+}
+
+inline void hook_end(phase_kind kind, const char* name) noexcept {
+  auto& s = tls_hooks;
+  const std::string what = is_phase(kind) ? std::string("on_phase_end(") + name + ")"
+                                          : std::string("on_") + to_string(kind) + "_end()";
+  if (s.size == 0) {
+    report_once("hook-unbalanced-" + what, what + " called with nothing open; hook ignored");
+    return;
+  }
+  open_span& top = s.spans[s.size - 1];
+  const bool same_name = top.name == name || std::string(top.name) == name;
+  if (top.kind != kind || !same_name) {
+    report_once("hook-order-" + what, what + " called while '" + top.name +
+                                          "' is the innermost open scope; hook ignored (hooks must nest)");
+    return;
+  }
+  --s.size;
+  end_span(top);
+}
+
+inline void hook_reset_thread() noexcept {
+  auto& s = tls_hooks;
+  if (s.size > 0)
+    report_once("hook-left-open", std::string("on_train_end() with '") + describe_open(s) +
+                                      "' still open; it is discarded");
+  while (s.size > 0) {
+    open_span& top = s.spans[--s.size];
+    if (is_phase(top.kind) && tls_phase_depth > 0) --tls_phase_depth;
+    nvtx_pop();
+  }
+}
+}  // namespace detail
+#endif
+
+/// A callback that turns hooks into records, exactly as scopes would. The profiler derives from it.
+class recording_callback : public callback {
+ public:
+#if TRACEML_ENABLED
+  void on_train_end() override { detail::hook_reset_thread(); }
+  void on_step_begin() override { detail::hook_begin(phase_kind::step, "step"); }
+  void on_step_end() override { detail::hook_end(phase_kind::step, "step"); }
+  void on_microbatch_begin() override { detail::hook_begin(phase_kind::microbatch, "microbatch"); }
+  void on_microbatch_end() override { detail::hook_end(phase_kind::microbatch, "microbatch"); }
+  void on_phase_begin(phase_kind kind, const char* name) override {
+    if (!is_phase(kind)) {
+      report_once("hook-phase-kind", "on_phase_begin() given a step/microbatch kind; use their own hooks");
+      return;
+    }
+    detail::hook_begin(kind, name ? name : to_string(kind));
+  }
+  void on_phase_end(phase_kind kind, const char* name) override {
+    if (!is_phase(kind)) return;
+    detail::hook_end(kind, name ? name : to_string(kind));
+  }
+#endif
+};
+
+TRACEML_END_NAMESPACE

@@ -1,0 +1,240 @@
+// traceml: the recorder. Every scope (and every trainer-callback hook) ends by writing one
+// span_record into a ring owned by the calling thread: no lock, no allocation, one pointer bump.
+// The profiler drains all rings when a step ends (a slow path that may lock and allocate).
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "traceml/clock.hpp"
+#include "traceml/config.hpp"
+#include "traceml/detail/nvtx.hpp"
+#include "traceml/phase_kind.hpp"
+#include "traceml/record.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+
+/// Receives notifications from the recorder. The profiler is one; GPU time sources that need phase
+/// boundaries (CUDA events) are reached through it. Hooks run on the thread of the scope.
+class recorder_observer {
+ public:
+  virtual ~recorder_observer() = default;
+  /// A scope opened (only called while observe_phases is on: it is on the hot path).
+  virtual void on_scope_begin(phase_kind, const char* /*name*/, std::int32_t /*step*/,
+                              std::int32_t /*microbatch*/) noexcept {}
+  /// A scope closed and its record is in the ring (only while observe_phases is on).
+  virtual void on_scope_end(const span_record&) noexcept {}
+  /// A step scope closed; its record and those of its phases are in the rings. Always called.
+  virtual void on_step_end(const span_record&) noexcept {}
+};
+
+namespace detail {
+
+/// Single-producer (the owning thread) single-consumer (the drain, under drain_mu) ring.
+struct thread_ring {
+  static constexpr std::size_t capacity = std::size_t{1} << 14;  // 16384 records, 640 KiB
+  static constexpr std::size_t mask = capacity - 1;
+
+  alignas(64) std::atomic<std::uint64_t> head{0};  // next slot the consumer reads
+  alignas(64) std::atomic<std::uint64_t> tail{0};  // next slot the producer writes
+  std::atomic<std::uint64_t> dropped{0};           // records lost to a full ring
+  std::atomic<bool> owned{true};                   // false once its thread exited: reusable
+  std::uint32_t index = 0;
+  span_record slots[capacity];
+
+  bool push(const span_record& r) noexcept {
+    const std::uint64_t t = tail.load(std::memory_order_relaxed);
+    if (t - head.load(std::memory_order_acquire) >= capacity) {
+      dropped.fetch_add(1, std::memory_order_relaxed);
+      return false;  // never block the training thread: count the loss instead
+    }
+    slots[t & mask] = r;
+    tail.store(t + 1, std::memory_order_release);
+    return true;
+  }
+
+  template <class F>
+  void drain(F&& f) {
+    std::uint64_t h = head.load(std::memory_order_relaxed);
+    const std::uint64_t t = tail.load(std::memory_order_acquire);
+    for (; h != t; ++h) f(slots[h & mask]);
+    head.store(t, std::memory_order_release);
+  }
+};
+
+struct recorder_state {
+  std::atomic<bool> enabled{true};
+  std::atomic<std::int32_t> step{-1};        // step open on the training thread, -1 if none
+  std::atomic<std::int32_t> microbatch{-1};  // micro-batch open, -1 if none
+  std::atomic<std::int32_t> next_step{0};
+  std::atomic<std::int32_t> next_microbatch{0};
+  std::atomic<recorder_observer*> observer{nullptr};
+  std::atomic<bool> observe_phases{false};
+
+  std::mutex registry_mu;  // guards rings (registration and snapshot only)
+  std::vector<std::unique_ptr<thread_ring>> rings;
+  std::mutex drain_mu;  // one consumer at a time
+};
+
+inline recorder_state& recorder() noexcept {
+  static recorder_state state;
+  return state;
+}
+
+inline thread_local thread_ring* tls_ring = nullptr;
+inline thread_local std::uint8_t tls_phase_depth = 0;
+
+/// Gives the ring back for reuse when its thread exits (records already in it stay drainable).
+struct ring_releaser {
+  thread_ring* ring = nullptr;
+  ~ring_releaser() {
+    if (ring) ring->owned.store(false, std::memory_order_release);
+    tls_ring = nullptr;
+  }
+};
+
+/// Slow path, once per thread: reuse a ring whose thread exited, or allocate one.
+inline thread_ring* acquire_ring() noexcept {
+  try {
+    auto& R = recorder();
+    std::lock_guard<std::mutex> lock(R.registry_mu);
+    thread_ring* ring = nullptr;
+    for (auto& r : R.rings) {
+      bool expected = false;
+      if (r->owned.compare_exchange_strong(expected, true)) {
+        ring = r.get();
+        break;
+      }
+    }
+    if (!ring) {
+      R.rings.push_back(std::make_unique<thread_ring>());
+      ring = R.rings.back().get();
+      ring->index = static_cast<std::uint32_t>(R.rings.size() - 1);
+    }
+    static thread_local ring_releaser releaser;
+    releaser.ring = ring;
+    tls_ring = ring;
+    return ring;
+  } catch (...) {
+    return nullptr;  // out of memory: this thread records nothing rather than crash
+  }
+}
+
+inline std::uint32_t current_thread_index() noexcept {
+  thread_ring* ring = tls_ring ? tls_ring : acquire_ring();
+  return ring ? ring->index : 0;
+}
+
+/// The state of an open scope, kept on the stack by scopes and in a per-thread stack by callbacks.
+struct open_span {
+  std::int64_t begin_ns = 0;
+  const char* name = "";
+  std::int32_t step = -1;
+  std::int32_t microbatch = -1;
+  phase_kind kind = phase_kind::user;
+  std::uint8_t nesting = 0;
+  bool active = false;
+};
+
+inline void begin_span(open_span& s, phase_kind kind, const char* name) noexcept {
+  auto& R = recorder();
+  if (!R.enabled.load(std::memory_order_relaxed)) {
+    s.active = false;
+    return;
+  }
+  s.active = true;
+  s.kind = kind;
+  s.name = name;
+  std::int32_t nvtx_index = 0;
+  if (kind == phase_kind::step) {
+    s.step = R.next_step.fetch_add(1, std::memory_order_relaxed);
+    s.microbatch = -1;
+    R.next_microbatch.store(0, std::memory_order_relaxed);
+    R.microbatch.store(-1, std::memory_order_relaxed);
+    R.step.store(s.step, std::memory_order_relaxed);
+    nvtx_index = s.step;
+  } else if (kind == phase_kind::microbatch) {
+    s.step = R.step.load(std::memory_order_relaxed);
+    s.microbatch = R.next_microbatch.fetch_add(1, std::memory_order_relaxed);
+    R.microbatch.store(s.microbatch, std::memory_order_relaxed);
+    nvtx_index = s.microbatch;
+  } else {
+    s.step = R.step.load(std::memory_order_relaxed);
+    s.microbatch = R.microbatch.load(std::memory_order_relaxed);
+  }
+  s.nesting = tls_phase_depth;
+  if (is_phase(kind)) ++tls_phase_depth;
+  nvtx_push(name, kind, nvtx_index);
+  if (R.observe_phases.load(std::memory_order_relaxed)) {
+    if (auto* o = R.observer.load(std::memory_order_acquire))
+      o->on_scope_begin(kind, name, s.step, s.microbatch);
+  }
+  s.begin_ns = now_ns();
+}
+
+inline void end_span(open_span& s) noexcept {
+  if (!s.active) return;
+  const std::int64_t end = now_ns();
+  auto& R = recorder();
+  nvtx_pop();
+  if (is_phase(s.kind)) {
+    if (tls_phase_depth > 0) --tls_phase_depth;
+  } else if (s.kind == phase_kind::microbatch) {
+    R.microbatch.store(-1, std::memory_order_relaxed);
+  } else {
+    R.microbatch.store(-1, std::memory_order_relaxed);
+    R.step.store(-1, std::memory_order_relaxed);
+  }
+  span_record r;
+  r.begin_ns = s.begin_ns;
+  r.end_ns = end;
+  r.name = s.name;
+  r.step = s.step;
+  r.microbatch = s.microbatch;
+  r.kind = s.kind;
+  r.nesting = s.nesting;
+  thread_ring* ring = tls_ring ? tls_ring : acquire_ring();
+  if (ring) {
+    r.thread = ring->index;
+    ring->push(r);
+  }
+  s.active = false;
+  auto* o = R.observer.load(std::memory_order_acquire);
+  if (!o) return;
+  if (R.observe_phases.load(std::memory_order_relaxed)) o->on_scope_end(r);
+  if (r.kind == phase_kind::step) o->on_step_end(r);
+}
+
+/// Move every buffered record to `f` and return the number dropped since the last call.
+template <class F>
+std::uint64_t drain_all(F&& f) {
+  auto& R = recorder();
+  std::lock_guard<std::mutex> drain_lock(R.drain_mu);
+  std::vector<thread_ring*> rings;
+  {
+    std::lock_guard<std::mutex> lock(R.registry_mu);
+    for (auto& r : R.rings) rings.push_back(r.get());
+  }
+  std::uint64_t dropped = 0;
+  for (auto* ring : rings) {
+    ring->drain(f);
+    dropped += ring->dropped.exchange(0, std::memory_order_relaxed);
+  }
+  return dropped;
+}
+
+}  // namespace detail
+
+/// Switch recording on or off at run time, without rebuilding. A scope opened while off records
+/// nothing (and opens no NVTX range). Cost when off: one relaxed atomic load per scope.
+inline void set_enabled(bool on) noexcept {
+  detail::recorder().enabled.store(on, std::memory_order_relaxed);
+}
+inline bool enabled() noexcept {
+  return TRACEML_ENABLED && detail::recorder().enabled.load(std::memory_order_relaxed);
+}
+
+TRACEML_END_NAMESPACE
