@@ -48,6 +48,23 @@ struct phase_gpu_facts {
   std::vector<kernel_stat> top_kernels;  ///< by total time, longest first
 };
 
+/// One GPU activity record, placed on the now_ns() clock and attributed to the phase that launched it
+/// (step = -1 when it fell inside no step). Kept only when the trace needs them (keep_activities).
+struct gpu_activity {
+  enum class type : std::uint8_t { kernel, memcpy, memset };
+  type what = type::kernel;
+  const char* name = "";        ///< owned by the source; valid until the source is destroyed
+  std::int64_t begin_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint32_t device = 0;
+  std::uint32_t stream = 0;
+  std::uint64_t bytes = 0;      ///< memcpy/memset only
+  std::int32_t step = -1;
+  std::int32_t microbatch = -1;
+  phase_kind phase = phase_kind::user;
+  const char* phase_name = "";  ///< "" when unattributed
+};
+
 /// Everything a GPU source learnt about one step.
 struct step_gpu_report {
   std::int32_t step = -1;
@@ -57,6 +74,7 @@ struct step_gpu_report {
   std::int64_t peak_reserved_bytes = -1;
   std::uint64_t unattributed_kernels = 0; ///< kernels inside no phase window of this step
   std::uint64_t dropped_records = 0;      ///< activity records lost (buffers full)
+  std::vector<gpu_activity> activities;   ///< filled only while keep_activities(true)
 };
 
 /// A GPU time source. Hooks marked hot run inside scopes; the rest run once per step.
@@ -72,6 +90,8 @@ class gpu_source {
                               std::int32_t /*microbatch*/) noexcept {}
   /// Hot: a scope closed.
   virtual void on_scope_end(const span_record&) noexcept {}
+  /// Keep per-activity records in the reports (for the Chrome trace); off by default.
+  virtual void keep_activities(bool /*on*/) {}
   /// A step ended; `spans` holds all its CPU records (the step, its micro-batches and phases).
   virtual void step_ended(std::int32_t step, const std::vector<span_record>& spans) = 0;
   /// Reports of steps whose GPU records are complete, in step order, each step once. With
