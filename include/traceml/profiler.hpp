@@ -1,0 +1,232 @@
+// traceml: the profiler. One object per run: it collects the records of every step (from scopes or
+// trainer callbacks), asks the GPU source (if any) for kernel facts, computes statistics and
+// writes the outputs. It is itself a trainer callback.
+//
+//   traceml::profiler_options opts;
+//   opts.run_name = "mlp";
+//   opts.json_path = "summary.json";          // every output is optional
+//   traceml::profiler prof(opts);
+//   for (...) { TRACEML_STEP(); ... }           // or drive prof's hooks from a callback_list
+//   prof.finish();                              // prints the table, writes the files
+//
+// Cost: nothing on the hot path beyond the scopes themselves; at each step end, one drain of the
+// per-thread rings and the step's statistics (microseconds), plus one flushed JSONL line.
+#pragma once
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "traceml/callback.hpp"
+#include "traceml/chrome_trace.hpp"
+#include "traceml/config.hpp"
+#include "traceml/detail/diagnostics.hpp"
+#include "traceml/detail/output_file.hpp"
+#include "traceml/gpu_source.hpp"
+#include "traceml/json_summary.hpp"
+#include "traceml/phase.hpp"
+#include "traceml/report_table.hpp"
+#include "traceml/summary.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+
+/// What a run is called and where its outputs go. Empty paths switch an output off.
+struct profiler_options {
+  std::string run_name = "run";
+  std::size_t warmup_steps = 5;   ///< excluded from statistics (never more than half the run)
+  double tokens_per_step = 0;     ///< for tokens/s; 0 = not reported
+  double samples_per_step = 0;    ///< for samples/s; 0 = not reported
+  std::string json_path;          ///< JSON summary, written by finish()
+  std::string jsonl_path;         ///< one line per step, appended and flushed as each step ends
+  std::string trace_path;         ///< Chrome/Perfetto trace, written by finish()
+  bool print_table = true;        ///< print the terminal table at finish()
+  std::vector<std::pair<std::string, std::string>> config;  ///< echoed into the outputs
+};
+
+#if TRACEML_ENABLED
+class profiler : public recording_callback, private recorder_observer {
+ public:
+  explicit profiler(profiler_options options = {}) : options_(std::move(options)) {
+    result_.name = options_.run_name;
+    result_.config = options_.config;
+    auto& R = detail::recorder();
+    recorder_observer* expected = nullptr;
+    if (!R.observer.compare_exchange_strong(expected, this)) {
+      report_once("profiler-active", "a traceml::profiler is already active; '" + options_.run_name +
+                                         "' records nothing (finish the first one before starting another)");
+      return;
+    }
+    attached_ = true;
+    // Each run numbers its steps from 0; records left over from before the run are discarded.
+    R.next_step.store(0, std::memory_order_relaxed);
+    detail::drain_all([](const span_record&) {});
+    if (!options_.jsonl_path.empty()) jsonl_ = std::make_unique<detail::output_file>(options_.jsonl_path, "step JSONL", "w");
+  }
+
+  ~profiler() override {
+    try {
+      finish();
+    } catch (...) {
+      report_once("profiler-finish", "profiler::finish() failed while the profiler was destroyed");
+    }
+  }
+
+  profiler(const profiler&) = delete;
+  profiler& operator=(const profiler&) = delete;
+
+  /// Attach a GPU time source (CUPTI, CUDA events). Call before the first step.
+  void set_gpu_source(std::unique_ptr<gpu_source> source) {
+    std::lock_guard<std::mutex> lock(mu_);
+    gpu_ = std::move(source);
+    if (gpu_) gpu_->keep_activities(!options_.trace_path.empty());
+    detail::recorder().observe_phases.store(attached_ && gpu_ && gpu_->wants_scope_hooks(), std::memory_order_relaxed);
+  }
+  gpu_source* gpu() const noexcept { return gpu_.get(); }
+  const profiler_options& options() const noexcept { return options_; }
+
+  /// Steps finished so far (GPU facts attached where the source has delivered them).
+  std::size_t steps_recorded() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return result_.steps.size() + waiting_.size();
+  }
+
+  /// End the run: resolve outstanding GPU facts, compute the summary, write the outputs, print the
+  /// table, release the GPU source. Idempotent; also called by on_train_end() and the destructor.
+  const run_result& finish() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return result_;
+    finished_ = true;
+    if (!attached_) return result_;
+    auto& R = detail::recorder();
+    R.observe_phases.store(false, std::memory_order_relaxed);
+    absorb_records();
+    std::vector<gpu_activity> activities;
+    if (gpu_) {
+      try {
+        attach_reports(gpu_->collect(true));
+      } catch (const std::exception& e) {
+        report_once("gpu-collect", std::string("GPU source failed at the end of the run: ") + e.what());
+      }
+      result_.summary.gpu_status = gpu_->status();
+    }
+    while (!waiting_.empty()) emit_front();
+    for (auto& st : result_.steps)
+      if (st.gpu) {
+        for (auto& a : st.gpu->activities) activities.push_back(a);
+        st.gpu->activities.clear();
+      }
+    const std::string gpu_status = result_.summary.gpu_status;
+    result_.summary = summarize_run(result_.steps, options_.warmup_steps, options_.tokens_per_step, options_.samples_per_step);
+    result_.summary.gpu_status = gpu_status;
+    result_.summary.dropped_records = dropped_;
+    if (!options_.trace_path.empty()) write_chrome_trace(options_.trace_path, result_.name, trace_spans_, activities);
+    gpu_.reset();  // after the trace: activity names belong to the source. Shuts CUPTI down.
+    if (!options_.json_path.empty()) write_json_summary(options_.json_path, {result_});
+    if (jsonl_) jsonl_->close();
+    if (options_.print_table) std::fputs(format_table(result_).c_str(), stdout);
+    R.observer.store(nullptr, std::memory_order_release);
+    attached_ = false;
+    return result_;
+  }
+
+  /// The run's result; complete after finish().
+  const run_result& result() const noexcept { return result_; }
+
+  void on_train_end() override {
+    recording_callback::on_train_end();
+    finish();
+  }
+
+ private:
+  // recorder_observer: runs on the thread that closed the step.
+  void on_step_end(const span_record& step) noexcept override {
+    try {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finished_) return;
+      absorb_records();
+      std::vector<span_record> spans;
+      std::vector<span_record> rest;
+      for (const auto& r : pending_) (r.step == step.step ? spans : rest).push_back(r);
+      pending_.swap(rest);
+      auto st = compute_step(step.step, spans);
+      if (!st) return;
+      waiting_.push_back(std::move(*st));
+      if (gpu_) {
+        gpu_->step_ended(step.step, spans);
+        attach_reports(gpu_->collect(false));
+        while (!waiting_.empty() && waiting_.front().gpu) emit_front();
+      } else {
+        emit_front();
+      }
+    } catch (const std::exception& e) {
+      report_once("step-end", std::string("could not process a step: ") + e.what());
+    } catch (...) {
+      report_once("step-end", "could not process a step (unknown error)");
+    }
+  }
+  void on_scope_begin(phase_kind kind, const char* name, std::int32_t step, std::int32_t micro) noexcept override {
+    if (auto* g = gpu_.get()) g->on_scope_begin(kind, name, step, micro);
+  }
+  void on_scope_end(const span_record& r) noexcept override {
+    if (auto* g = gpu_.get()) g->on_scope_end(r);
+  }
+
+  void absorb_records() {
+    dropped_ += detail::drain_all([this](const span_record& r) {
+      if (r.step < 0) return;  // outside any step: nothing to attribute it to
+      pending_.push_back(r);
+      if (!options_.trace_path.empty()) trace_spans_.push_back(r);
+    });
+    if (dropped_) report_once("ring-full", "CPU records were dropped: a thread recorded more than 16384 scopes in one step");
+  }
+
+  void attach_reports(std::vector<step_gpu_report> reports) {
+    for (auto& rep : reports)
+      for (auto& st : waiting_)
+        if (st.step == rep.step && !st.gpu) {
+          st.gpu = std::move(rep);
+          break;
+        }
+  }
+
+  void emit_front() {
+    step_result st = std::move(waiting_.front());
+    waiting_.pop_front();
+    if (jsonl_) jsonl_->write(step_jsonl_line(result_.name, st));
+    result_.steps.push_back(std::move(st));
+  }
+
+  profiler_options options_;
+  mutable std::mutex mu_;
+  std::unique_ptr<gpu_source> gpu_;
+  std::unique_ptr<detail::output_file> jsonl_;
+  std::vector<span_record> pending_;      // records of steps not yet closed
+  std::vector<span_record> trace_spans_;  // every record, kept only when a trace is wanted
+  std::deque<step_result> waiting_;       // closed on the CPU, GPU facts not yet in
+  run_result result_;
+  std::uint64_t dropped_ = 0;
+  bool attached_ = false;
+  bool finished_ = false;
+};
+#else
+/// Compiled out (TRACEML_DISABLE): the same API, recording nothing.
+class profiler : public recording_callback {
+ public:
+  explicit profiler(profiler_options options = {}) : options_(std::move(options)) {}
+  void set_gpu_source(std::unique_ptr<gpu_source>) {}
+  gpu_source* gpu() const noexcept { return nullptr; }
+  const profiler_options& options() const noexcept { return options_; }
+  std::size_t steps_recorded() const { return 0; }
+  const run_result& finish() { return result_; }
+  const run_result& result() const noexcept { return result_; }
+
+ private:
+  profiler_options options_;
+  run_result result_;
+};
+#endif
+
+TRACEML_END_NAMESPACE

@@ -1,0 +1,13 @@
+// traceml: everything in the core (no dependencies beyond the C++17 standard library).
+// GPU sources and the LibTorch adapter are separate headers, each needing its own dependency.
+#pragma once
+#include "traceml/callback.hpp"
+#include "traceml/chrome_trace.hpp"
+#include "traceml/config.hpp"
+#include "traceml/gpu_source.hpp"
+#include "traceml/json_summary.hpp"
+#include "traceml/phase.hpp"
+#include "traceml/profiler.hpp"
+#include "traceml/report_table.hpp"
+#include "traceml/stats.hpp"
+#include "traceml/summary.hpp"
