@@ -132,7 +132,11 @@ inline void hook_reset_thread() noexcept {
   while (s.size > 0) {
     open_span& top = s.spans[--s.size];
     if (is_phase(top.kind) && tls_phase_depth > 0) --tls_phase_depth;
-    nvtx_pop();
+    if (top.kind == phase_kind::step) {  // later phases must not be counted in the abandoned step
+      recorder().step.store(-1, std::memory_order_relaxed);
+      recorder().microbatch.store(-1, std::memory_order_relaxed);
+    }
+    if (top.active) nvtx_pop();
   }
 }
 }  // namespace detail

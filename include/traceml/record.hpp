@@ -15,7 +15,7 @@ struct span_record {
   const char* name = "";       ///< static storage: a string literal or a tag's `name`
   std::int32_t step = -1;      ///< step index (0-based), -1 outside any step
   std::int32_t microbatch = -1;///< micro-batch index inside the step, -1 outside any micro-batch
-  std::uint32_t thread = 0;    ///< traceml's small thread index (order of first use)
+  std::uint32_t thread = 0;    ///< traceml thread number, in order of first record (never reused)
   phase_kind kind = phase_kind::user;
   std::uint8_t nesting = 0;    ///< enclosing phase scopes on this thread (0 = top-level phase)
 

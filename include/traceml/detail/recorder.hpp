@@ -42,7 +42,7 @@ struct thread_ring {
   alignas(64) std::atomic<std::uint64_t> tail{0};  // next slot the producer writes
   std::atomic<std::uint64_t> dropped{0};           // records lost to a full ring
   std::atomic<bool> owned{true};                   // false once its thread exited: reusable
-  std::uint32_t index = 0;
+  std::uint32_t thread_id = 0;                     // of the thread that owns it now
   span_record slots[capacity];
 
   bool push(const span_record& r) noexcept {
@@ -73,6 +73,7 @@ struct recorder_state {
   std::atomic<std::int32_t> next_microbatch{0};
   std::atomic<recorder_observer*> observer{nullptr};
   std::atomic<bool> observe_phases{false};
+  std::atomic<std::uint32_t> next_thread_id{0};  // threads are numbered in order of first record
 
   std::mutex registry_mu;  // guards rings (registration and snapshot only)
   std::vector<std::unique_ptr<thread_ring>> rings;
@@ -112,8 +113,9 @@ inline thread_ring* acquire_ring() noexcept {
     if (!ring) {
       R.rings.push_back(std::make_unique<thread_ring>());
       ring = R.rings.back().get();
-      ring->index = static_cast<std::uint32_t>(R.rings.size() - 1);
     }
+    // A reused ring gets a new id: records name threads, not rings.
+    ring->thread_id = R.next_thread_id.fetch_add(1, std::memory_order_relaxed);
     static thread_local ring_releaser releaser;
     releaser.ring = ring;
     tls_ring = ring;
@@ -125,7 +127,7 @@ inline thread_ring* acquire_ring() noexcept {
 
 inline std::uint32_t current_thread_index() noexcept {
   thread_ring* ring = tls_ring ? tls_ring : acquire_ring();
-  return ring ? ring->index : 0;
+  return ring ? ring->thread_id : 0;
 }
 
 /// The state of an open scope, kept on the stack by scopes and in a per-thread stack by callbacks.
@@ -198,7 +200,7 @@ inline void end_span(open_span& s) noexcept {
   r.nesting = s.nesting;
   thread_ring* ring = tls_ring ? tls_ring : acquire_ring();
   if (ring) {
-    r.thread = ring->index;
+    r.thread = ring->thread_id;
     ring->push(r);
   }
   s.active = false;

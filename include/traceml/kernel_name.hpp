@@ -1,0 +1,172 @@
+// traceml: kernel names people can read. CUPTI reports mangled C++ names such as
+// `_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_`;
+// tables want `at::native::vectorized_elementwise_kernel<4,...>`.
+//
+// The rule (shorten_kernel_name):
+//   1. Demangle Itanium names (those starting with "_Z"); other names (extern "C" kernels, cuBLAS's
+//      `sm90_xmma_gemm_...`) are kept as they are.
+//   2. Drop the parameter list `(...)` at the end and the return type in front (`void `).
+//   3. Drop `(anonymous namespace)::` qualifiers.
+//   4. In the kernel's own template argument list keep the leading *simple* arguments (numbers,
+//      bools, plain identifiers such as cuBLAS/CUTLASS configuration names) and replace everything
+//      from the first compound argument (one with `::`, `<`, `(`, `*`, spaces...) by `...`. Nested
+//      argument lists are never shown.
+//   5. Cap the result at 160 characters.
+// Slow path only (allocates): sources call it once per distinct kernel and cache the result.
+#pragma once
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#if defined(__has_include)
+#if __has_include(<cxxabi.h>)
+#include <cxxabi.h>
+#define TRACEML_HAS_CXXABI 1
+#endif
+#endif
+#ifndef TRACEML_HAS_CXXABI
+#define TRACEML_HAS_CXXABI 0
+#endif
+
+#include "traceml/config.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+
+/// The demangled form of an Itanium-mangled name, or the name itself when it is not mangled (or
+/// the platform has no demangler). Slow path: allocates.
+inline std::string demangle(const char* name) {
+  if (!name) return std::string();
+#if TRACEML_HAS_CXXABI
+  if (name[0] == '_' && name[1] == 'Z') {
+    int status = 0;
+    char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    if (status == 0 && out) {
+      std::string s(out);
+      std::free(out);
+      return s;
+    }
+    std::free(out);
+  }
+#endif
+  return std::string(name);
+}
+
+namespace detail {
+
+/// Index of the '(' matching the ')' at `close`, or npos. Counts (), <> and [] alike so that
+/// `foo<(char)1>(int)` and `operator()` do not confuse it.
+inline std::size_t matching_open(const std::string& s, std::size_t close) {
+  int depth = 0;
+  for (std::size_t i = close + 1; i-- > 0;) {
+    const char c = s[i];
+    if (c == ')' || c == '>' || c == ']') ++depth;
+    else if (c == '(' || c == '<' || c == '[') {
+      if (--depth == 0) return c == '(' ? i : std::string::npos;
+    }
+  }
+  return std::string::npos;
+}
+
+/// A template argument worth showing: a number, a bool or a plain identifier.
+inline bool simple_template_arg(const std::string& a) {
+  if (a.empty() || a.size() > 96) return false;
+  for (char c : a) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '-' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+inline void erase_all(std::string& s, const char* what) {
+  const std::size_t n = std::strlen(what);
+  for (std::size_t p = s.find(what); p != std::string::npos; p = s.find(what, p)) s.erase(p, n);
+}
+
+}  // namespace detail
+
+/// Demangle and shorten a kernel name for tables and traces (the rule is at the top of this file).
+/// Slow path: allocates; cache the result per distinct kernel.
+inline std::string shorten_kernel_name(const char* raw) {
+  std::string s = demangle(raw);
+  if (s.empty()) return "<unnamed>";
+  const bool was_demangled = raw && raw[0] == '_' && raw[1] == 'Z' && s != raw;
+  if (!was_demangled) return s.size() > 160 ? s.substr(0, 157) + "..." : s;
+
+  // 2a. Parameter list: the trailing "(...)" at depth 0, possibly followed by qualifiers.
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  if (!s.empty() && s.back() == ')') {
+    const std::size_t open = detail::matching_open(s, s.size() - 1);
+    if (open != std::string::npos && open > 0) s.erase(open);
+  }
+  // 3. Anonymous namespaces carry no information in a kernel table.
+  detail::erase_all(s, "(anonymous namespace)::");
+
+  // 2b. Return type: everything up to the last space at template/paren depth 0.
+  {
+    int depth = 0;
+    std::size_t last_space = std::string::npos;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      const char c = s[i];
+      if (c == '<' || c == '(' || c == '[') ++depth;
+      else if ((c == '>' || c == ')' || c == ']') && depth > 0) --depth;
+      else if (c == ' ' && depth == 0) last_space = i;
+    }
+    if (last_space != std::string::npos) s.erase(0, last_space + 1);
+  }
+
+  // 4. Each top-level template argument list (the kernel's own, and those of enclosing classes as
+  // in `Foo<3>::kernel<...>`).
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    if (s[i] != '<') {
+      out += s[i++];
+      continue;
+    }
+    std::vector<std::string> args;
+    std::string cur;
+    int depth = 0;
+    std::size_t j = i + 1;
+    for (; j < s.size(); ++j) {
+      const char c = s[j];
+      if (c == '<' || c == '(' || c == '[') ++depth;
+      if (c == '>' || c == ')' || c == ']') {
+        if (depth == 0 && c == '>') break;
+        --depth;
+      }
+      if (c == ',' && depth == 0) {
+        args.push_back(cur);
+        cur.clear();
+        continue;
+      }
+      cur += c;
+    }
+    args.push_back(cur);
+    out += '<';
+    bool first = true;
+    bool truncated = false;
+    for (auto& a : args) {
+      const std::size_t b = a.find_first_not_of(' ');
+      const std::size_t e = a.find_last_not_of(' ');
+      const std::string t = b == std::string::npos ? std::string() : a.substr(b, e - b + 1);
+      if (t.empty() && args.size() == 1) break;  // `foo<>`
+      if (!detail::simple_template_arg(t)) {
+        truncated = true;
+        break;
+      }
+      if (!first) out += ',';
+      out += t;
+      first = false;
+    }
+    if (truncated) out += first ? "..." : ",...";
+    out += '>';
+    i = j + 1;
+  }
+  if (out.size() > 160) out = out.substr(0, 157) + "...";
+  return out;
+}
+
+TRACEML_END_NAMESPACE

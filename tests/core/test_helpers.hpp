@@ -1,0 +1,42 @@
+// Shared helpers for the core tests.
+#pragma once
+#include <traceml/traceml.hpp>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace traceml_test {
+
+/// Busy-wait (not sleep) so that durations are close to what was asked even on a loaded machine's
+/// scheduler; used where a test needs a phase to take measurable time.
+inline void spin_for(std::chrono::microseconds d) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+/// Everything recorded since the last drain (tests run without a profiler attached).
+inline std::vector<traceml::span_record> drain() {
+  std::vector<traceml::span_record> out;
+  traceml::detail::drain_all([&](const traceml::span_record& r) { out.push_back(r); });
+  return out;
+}
+
+/// Start a test from a clean recorder: steps numbered from 0, no stale records, enabled.
+inline void reset_recorder() {
+  auto& R = traceml::detail::recorder();
+  traceml::set_enabled(true);
+  R.next_step.store(0);
+  R.step.store(-1);
+  R.microbatch.store(-1);
+  drain();
+  traceml::reset_diagnostics(/*quiet=*/true);
+}
+
+inline std::string temp_path(const std::string& name) {
+  return (std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/traceml_test_" + name);
+}
+
+}  // namespace traceml_test
