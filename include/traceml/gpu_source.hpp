@@ -22,11 +22,16 @@ struct gpu_facts {
   std::int64_t memset_ns = 0;
   std::uint64_t memset_bytes = 0;
   std::int64_t idle_ns = 0;        ///< window wall time in which the GPU ran nothing of ours
+  /// GPU time between the window's boundaries as its stream saw them (from when the stream reached
+  /// the window's begin to when it finished the window's work); -1 when not measured. The one
+  /// number CUDA-event timing gives; CUPTI gives it too when boundary markers are on.
+  std::int64_t span_ns = -1;
 
   gpu_facts& operator+=(const gpu_facts& o) noexcept {
     kernel_ns += o.kernel_ns; busy_ns += o.busy_ns; kernel_count += o.kernel_count;
     memcpy_ns += o.memcpy_ns; memcpy_bytes += o.memcpy_bytes;
     memset_ns += o.memset_ns; memset_bytes += o.memset_bytes; idle_ns += o.idle_ns;
+    if (o.span_ns >= 0) span_ns = (span_ns < 0 ? 0 : span_ns) + o.span_ns;
     return *this;
   }
 };
@@ -68,6 +73,9 @@ struct gpu_activity {
 /// Everything a GPU source learnt about one step.
 struct step_gpu_report {
   std::int32_t step = -1;
+  /// Kernel, memcpy, memset, busy and idle fields were measured (CUPTI). False for CUDA-event
+  /// timing, whose reports carry only gpu_facts::span_ns: their zeros mean "not measured".
+  bool kernels_measured = false;
   gpu_facts total;                        ///< the whole step window
   std::vector<phase_gpu_facts> phases;    ///< one entry per (phase, micro-batch)
   std::int64_t peak_allocated_bytes = -1; ///< -1: unknown
