@@ -1,0 +1,44 @@
+# Shared by scripts/demo.sh and scripts/test.sh: install what is missing, find LibTorch, build.
+# Sourced, not run.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${TRACEML_BUILD_DIR:-$ROOT/build}
+
+# Debian packages the build and tests use. Installed only when missing (needs root or sudo).
+TRACEML_PACKAGES=(cmake ninja-build g++ catch2 libcli11-dev nlohmann-json3-dev libbenchmark-dev libtorch-dev)
+
+install_missing_packages() {
+  command -v dpkg-query >/dev/null 2>&1 || { echo "traceml: not a Debian system; install the equivalents of: ${TRACEML_PACKAGES[*]}"; return 0; }
+  local missing=()
+  for p in "${TRACEML_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  # A LibTorch from a Python torch installation (no package manager there) replaces libtorch-dev.
+  if [ -n "$(torch_prefix)" ]; then missing=("${missing[@]/libtorch-dev}"); fi
+  missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
+  [ ${#missing[@]} -eq 0 ] && return 0
+  command -v apt-get >/dev/null 2>&1 || { echo "traceml: missing packages and no apt-get: ${missing[*]}"; return 0; }
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  echo "traceml: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# CMake prefix of a Python torch installation, if there is one (e.g. the CUDA wheel on a GPU machine).
+torch_prefix() {
+  python3 -c 'import torch, torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true
+}
+
+configure_and_build() {
+  local prefix_path="${CMAKE_PREFIX_PATH:-}"
+  local tp
+  tp=$(torch_prefix)
+  [ -n "$tp" ] && prefix_path="$tp${prefix_path:+;$prefix_path}"
+  [ -d "$ROOT/.deps/usr" ] && prefix_path="${prefix_path:+$prefix_path;}$ROOT/.deps/usr"
+  local generator=()
+  command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+  cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    ${prefix_path:+-DCMAKE_PREFIX_PATH="$prefix_path"} "$@"
+  cmake --build "$BUILD_DIR" -j "$(nproc)"
+}

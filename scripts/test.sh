@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything, runs every test. GPU tests skip visibly without a GPU.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+install_missing_packages
+configure_and_build
+cd "$BUILD_DIR"
+ctest --output-on-failure -j "$(nproc)" "$@"
