@@ -66,5 +66,5 @@ static_assert(!traceml::is_phase(traceml::phase_kind::step) && traceml::is_phase
 }  // namespace
 
 TEST_CASE("scope type traits hold (checked at compile time)", "[traits]") {
-  SUCCEED(TRACEML_ENABLED ? "enabled build" : "compiled-out build");
+  SUCCEED((TRACEML_ENABLED ? "enabled build" : "compiled-out build"));
 }
