@@ -1,0 +1,287 @@
+// qwen3_accumulation: the gradient-accumulation experiment. For one effective batch, runs each
+// schedule MxA (micro-batch M, accumulation A) for the same optimizer steps on the same examples,
+// profiles every step with traceml, and prints where the time difference comes from.
+//
+//   qwen3_accumulation                         # defaults: GPU -> qwen3-1.7b, 100 steps, bf16, seq 512,
+//                                              #           CPU -> tiny, 40 steps, fp32, seq 128
+//   qwen3_accumulation --schedules 1x4,2x2,4x1 --steps 100 --repeats 3 --out results/
+//   qwen3_accumulation --model-dir /path/to/Qwen3-1.7B --data tokens.u32
+//
+// Each schedule starts from the same weights (same seed, or the same snapshot) and the same adapter
+// initialisation, so only the schedule differs.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <traceml/traceml.hpp>
+
+#include "comparison.hpp"
+#include "qwen3.hpp"
+
+#if QWEN3_WITH_GPU_SOURCES
+#include <cuda_runtime_api.h>
+#include <traceml/cupti_source.hpp>
+#include <traceml/torch_adapter.hpp>
+#if TRACEML_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+#endif
+
+namespace {
+
+struct experiment_options {
+  std::string schedules = "1x4,2x2,4x1";
+  std::int64_t steps = 0;            // 0: 100 on a GPU, 40 on the CPU
+  std::size_t warmup = 5;
+  std::int64_t seq_len = 0;          // 0: 512 on a GPU, 128 on the CPU
+  std::string dtype;                 // "": bf16 on a GPU, fp32 on the CPU
+  std::string device;                // "": cuda when available
+  std::string preset;                // "": qwen3-1.7b on a GPU, tiny on the CPU
+  std::string model_dir;             // a Hugging Face snapshot folder instead of a preset
+  std::string data_file;             // little-endian uint32 token ids; empty: synthetic
+  std::string gpu_timing = "auto";   // auto (CUPTI, else CUDA events) | events | off
+  bool checkpointing = true;         // the reference run used activation checkpointing
+  int repeats = 1;
+  std::uint64_t seed = 1234;
+  double peak_tflops = 0;            // 0: the measured bf16 peak on H100/H200, else MFU not shown
+  std::string out = ".";
+  bool traces = true;
+};
+
+/// The progress line: schedule, step, step time, ETA. Overwrites itself on a terminal.
+class progress_line : public traceml::callback {
+ public:
+  progress_line(std::string name, std::int64_t steps) : name_(std::move(name)), steps_(steps) {}
+  void on_train_begin() override { start_ = last_ = clock::now(); }
+  void on_step_end() override {
+    const auto now = clock::now();
+    const double step_ms = std::chrono::duration<double, std::milli>(now - last_).count();
+    last_ = now;
+    ++done_;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double eta = done_ ? elapsed / static_cast<double>(done_) * static_cast<double>(steps_ - done_) : 0;
+    std::fprintf(stderr, "\r[%s] step %lld/%lld  %8.1f ms  ETA %5.0f s   ", name_.c_str(), static_cast<long long>(done_),
+                 static_cast<long long>(steps_), step_ms, eta);
+    if (done_ == steps_) std::fputc('\n', stderr);
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  std::string name_;
+  std::int64_t steps_, done_ = 0;
+  clock::time_point start_, last_;
+};
+
+/// Model FLOPs of one optimizer step: forward + input-gradient backward (2 x forward: the frozen
+/// base gets no weight gradient; adapter FLOPs and checkpoint recomputation are not counted).
+/// Forward per token: 2 x matmul parameters (decoder projections and the output head) plus
+/// attention 4 x layers x seq x q_dim (scores and values, causal mask not discounted).
+double flops_per_step(const qwen3::config& c, std::int64_t seq, std::int64_t examples) {
+  const double h = static_cast<double>(c.hidden_size), q = static_cast<double>(c.q_dim()), kv = static_cast<double>(c.kv_dim());
+  const double per_layer = h * (q + 2 * kv) + q * h + 3 * h * static_cast<double>(c.intermediate_size);
+  const double matmul_params = static_cast<double>(c.num_layers) * per_layer + static_cast<double>(c.vocab_size) * h;
+  const double fwd_per_token = 2 * matmul_params + 4 * static_cast<double>(c.num_layers * seq) * q;
+  return 2 * fwd_per_token * static_cast<double>(seq * examples);
+}
+
+bool is_out_of_memory(const std::exception& e) {
+  const std::string what = e.what();
+  return what.find("out of memory") != std::string::npos || what.find("OutOfMemory") != std::string::npos;
+}
+
+std::unique_ptr<traceml::gpu_source> make_gpu_source(const experiment_options& o, const torch::Device& device) {
+#if QWEN3_WITH_GPU_SOURCES
+  if (!device.is_cuda() || o.gpu_timing == "off") return nullptr;
+  traceml::gpu_source_options g;
+  g.cupti = o.gpu_timing == "auto";
+  g.current_stream = traceml::libtorch::current_stream_provider();
+  g.memory = traceml::libtorch::caching_allocator_sampler();
+  return traceml::make_best_gpu_source(g);
+#else
+  (void)o;
+  if (device.is_cuda())
+    traceml::report_once("qwen3-no-gpu-sources", "built without CUDA/CUPTI support: phases are timed on the CPU only");
+  return nullptr;
+#endif
+}
+
+void synchronize(const torch::Device& device) {
+#if QWEN3_WITH_GPU_SOURCES
+  if (device.is_cuda()) traceml::libtorch::synchronize();
+#else
+  (void)device;
+#endif
+}
+
+/// After a schedule (and after an OOM), give cached blocks back so the next schedule starts clean.
+void release_cached_memory(const torch::Device& device) {
+#if QWEN3_WITH_GPU_SOURCES && TRACEML_TORCH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#else
+  (void)device;
+#endif
+}
+
+std::string gpu_name() {
+#if QWEN3_WITH_GPU_SOURCES
+  cudaDeviceProp p{};
+  int dev = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess) return p.name;
+#endif
+  return "cuda";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  experiment_options o;
+  CLI::App app{"The gradient-accumulation experiment: same effective batch, different micro-batch x accumulation, "
+               "profiled phase by phase and kernel by kernel with traceml."};
+  app.add_option("--schedules", o.schedules, "comma-separated MxA schedules sharing one effective batch")->capture_default_str();
+  app.add_option("--steps", o.steps, "optimizer steps per schedule (default: 100 on a GPU, 40 on the CPU)")->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup", o.warmup, "leading steps excluded from statistics")->capture_default_str();
+  app.add_option("--seq-len", o.seq_len, "tokens per example (default: 512 on a GPU, 128 on the CPU)")->check(CLI::NonNegativeNumber);
+  app.add_option("--dtype", o.dtype, "bf16 | fp32 (default: bf16 on a GPU, fp32 on the CPU)")->check(CLI::IsMember({"bf16", "fp32"}));
+  app.add_option("--device", o.device, "cuda | cpu (default: cuda when available)")->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_option("--preset", o.preset, "model preset: qwen3-1.7b | qwen3-0.6b | tiny (default: qwen3-1.7b on a GPU, tiny on the CPU)");
+  app.add_option("--model-dir", o.model_dir, "Hugging Face snapshot folder (config.json + safetensors) instead of a preset");
+  app.add_option("--data", o.data_file, "token-id file (flat little-endian uint32) instead of synthetic tokens");
+  app.add_option("--gpu-timing", o.gpu_timing, "auto (CUPTI kernel attribution, else CUDA events) | events | off")
+      ->check(CLI::IsMember({"auto", "events", "off"}))->capture_default_str();
+  app.add_flag("--checkpointing,!--no-checkpointing", o.checkpointing, "recompute each decoder layer in backward (default on)");
+  app.add_option("--repeats", o.repeats, "run the schedule list this many times, interleaved (ABCABC...)")->check(CLI::PositiveNumber);
+  app.add_option("--seed", o.seed, "seed for weights, adapters and synthetic data")->capture_default_str();
+  app.add_option("--peak-tflops", o.peak_tflops, "dense peak of the GPU in the run's dtype, for MFU (default: 790 measured bf16 on H100/H200)");
+  app.add_option("--out", o.out, "output folder: accumulation_summary.json, accumulation_steps.jsonl, trace_<schedule>.json")->capture_default_str();
+  app.add_flag("!--no-traces", o.traces, "skip the Chrome traces");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const auto schedules = qwen3::parse_schedules(o.schedules);
+    const bool cuda = o.device.empty() ? torch::cuda::is_available() : o.device == "cuda";
+    if (cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
+    const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+    if (o.steps == 0) o.steps = cuda ? 100 : 40;
+    if (o.seq_len == 0) o.seq_len = cuda ? 512 : 128;
+    if (o.dtype.empty()) o.dtype = cuda ? "bf16" : "fp32";
+    if (o.preset.empty()) o.preset = cuda ? "qwen3-1.7b" : "tiny";
+    const auto dtype = o.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+    const auto cfg = o.model_dir.empty() ? qwen3::preset(o.preset) : qwen3::load_config(o.model_dir);
+    std::unique_ptr<qwen3::token_source> data;
+    if (o.data_file.empty()) data = std::make_unique<qwen3::synthetic_tokens>(cfg.vocab_size, o.seq_len, o.seed);
+    else data = std::make_unique<qwen3::token_file>(o.data_file, cfg.vocab_size, o.seq_len);
+
+    const std::int64_t effective = schedules.front().effective_batch();
+    const double step_flops = flops_per_step(cfg, o.seq_len, effective);
+    double peak = o.peak_tflops * 1e12;
+    std::string device_name = "cpu";
+    if (cuda) device_name = gpu_name();
+    if (peak == 0 && cuda && dtype == torch::kBFloat16 &&
+        (device_name.find("H100") != std::string::npos || device_name.find("H200") != std::string::npos))
+      peak = 790e12;  // dense bf16 matmul rate measured on an H200 (docs/accumulation.md)
+
+    std::printf("traceml accumulation experiment: %s (%s), %s, seq %lld, effective batch %lld, %lld steps x %zu schedules x %d repeat(s), "
+                "checkpointing %s, device %s\n",
+                o.model_dir.empty() ? o.preset.c_str() : o.model_dir.c_str(), cfg.name.c_str(), o.dtype.c_str(),
+                static_cast<long long>(o.seq_len), static_cast<long long>(effective), static_cast<long long>(o.steps),
+                schedules.size(), o.repeats, o.checkpointing ? "on" : "off", device_name.c_str());
+    if (o.model_dir.empty())
+      std::printf("weights: random (seed %llu); step time depends on shapes, not on weight values\n",
+                  static_cast<unsigned long long>(o.seed));
+
+    std::vector<std::vector<traceml::run_result>> runs(schedules.size());
+    std::vector<std::string> errors(schedules.size());
+    std::vector<traceml::run_result> all_runs;
+    for (int rep = 0; rep < o.repeats; ++rep) {
+      for (std::size_t si = 0; si < schedules.size(); ++si) {
+        const auto& sched = schedules[si];
+        if (!errors[si].empty()) continue;  // an OOM schedule stays OOM
+        const std::string name = sched.name() + (o.repeats > 1 ? "#" + std::to_string(rep + 1) : "");
+        try {
+          torch::manual_seed(static_cast<std::uint64_t>(o.seed));
+          auto mopts = qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(o.checkpointing);
+          auto model = o.model_dir.empty() ? qwen3::Qwen3(cfg, mopts) : qwen3::from_pretrained(o.model_dir, mopts);
+          qwen3::adamw opt(qwen3::apply_lora(*model, qwen3::lora_options{}));
+          synchronize(device);  // model construction must not be billed to the first step
+
+          traceml::profiler_options po;
+          po.run_name = name;
+          po.warmup_steps = o.warmup;
+          po.tokens_per_step = static_cast<double>(effective * o.seq_len);
+          po.samples_per_step = static_cast<double>(effective);
+          po.print_table = false;
+          po.jsonl_path = o.out + "/accumulation_steps_" + sched.name() + ".jsonl";
+          if (o.traces && rep == 0) po.trace_path = o.out + "/trace_" + sched.name() + ".json";
+          po.config = {{"schedule", sched.name()},
+                       {"micro_batch", std::to_string(sched.micro_batch)},
+                       {"accumulation", std::to_string(sched.accumulation)},
+                       {"model", o.model_dir.empty() ? o.preset : o.model_dir},
+                       {"dtype", o.dtype},
+                       {"seq_len", std::to_string(o.seq_len)},
+                       {"checkpointing", o.checkpointing ? "on" : "off"},
+                       {"device", device_name},
+                       {"repeat", std::to_string(rep + 1)}};
+          traceml::profiler prof(po);
+          prof.set_gpu_source(make_gpu_source(o, device));
+          progress_line progress(name, o.steps);
+          traceml::callback_list callbacks;
+          callbacks.add(prof);
+          callbacks.add(progress);
+          qwen3::train_options t;
+          t.sched = sched;
+          t.steps = o.steps;
+          // Each step ends with a sync so that its wall time holds its own GPU work (without it,
+          // the CPU runs ahead and step times measure launch speed, not the step).
+          t.sync_each_step = true;
+          qwen3::train(*model, opt, *data, t, callbacks);
+          auto result = prof.finish();
+          std::fputs(traceml::format_table(result).c_str(), stdout);
+          runs[si].push_back(result);
+          all_runs.push_back(std::move(result));
+        } catch (const std::exception& e) {
+          std::fputc('\n', stderr);
+          errors[si] = is_out_of_memory(e) ? "OOM: " + std::string(e.what()).substr(0, 200) : e.what();
+          std::fprintf(stderr, "schedule %s: %s\n", sched.name().c_str(),
+                       is_out_of_memory(e) ? "out of GPU memory (reported as OOM; the other schedules still run)" : e.what());
+        }
+        release_cached_memory(device);
+      }
+    }
+
+    std::vector<qwen3::schedule_row> rows;
+    for (std::size_t si = 0; si < schedules.size(); ++si) {
+      auto row = qwen3::make_row(schedules[si].name(), runs[si], step_flops, peak);
+      if (!errors[si].empty()) {
+        row.failed = true;
+        row.error = errors[si];
+      }
+      rows.push_back(std::move(row));
+    }
+    qwen3::rank_rows(rows);
+    std::printf("\n%s", qwen3::format_rows(rows).c_str());
+    const auto gap = qwen3::break_down_gap(rows);
+    if (gap) std::printf("\n%s", qwen3::explain(*gap).c_str());
+    if (peak > 0) std::printf("MFU: %.1f TFLOP per step at a %.0f TFLOP/s peak\n", step_flops / 1e12, peak / 1e12);
+
+    // One JSON summary: the traceml runs (schema traceml.summary/1) plus the comparison.
+    auto doc = nlohmann::json::parse(traceml::json_summary(all_runs));
+    doc["comparison"] = qwen3::comparison_json(rows, gap);
+    const std::string path = o.out + "/accumulation_summary.json";
+    std::ofstream f(path);
+    f << doc.dump(1) << "\n";
+    if (!f) std::fprintf(stderr, "traceml: cannot write %s\n", path.c_str());
+    else std::printf("wrote %s\n", path.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qwen3_accumulation: %s\n", e.what());
+    return 1;
+  }
+}
