@@ -47,3 +47,6 @@ if(TRACEML_WITH_TORCH)
                    "(install libtorch-dev, or point CMAKE_PREFIX_PATH at torch.utils.cmake_prefix_path)")
   endif()
 endif()
+
+# GPU sources and the LibTorch adapter (traceml::cupti, traceml::torch).
+include(traceml_gpu)

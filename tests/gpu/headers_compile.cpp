@@ -1,0 +1,42 @@
+// The CUDA sources must degrade, never crash: without a device the factory returns nullptr and
+// says so once; the sources report why they are off. With a device, the factory picks CUPTI.
+#include <cstdio>
+#include <string>
+
+#include "traceml/cupti_source.hpp"
+
+#define EXPECT(c)                                                     \
+  do {                                                                \
+    if (!(c)) {                                                       \
+      std::fprintf(stderr, "FAILED: %s (line %d)\n", #c, __LINE__);   \
+      return 1;                                                       \
+    }                                                                 \
+  } while (0)
+
+int main() {
+  traceml::reset_diagnostics(true);
+  int n = 0;
+  const bool have_device = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  cudaGetLastError();
+  if (!have_device) {
+    EXPECT(traceml::make_best_gpu_source() == nullptr);
+    EXPECT(traceml::make_best_gpu_source() == nullptr);
+    const auto msgs = traceml::diagnostic_messages();
+    EXPECT(msgs.size() == 1);  // said once, however often asked
+    EXPECT(msgs[0].find("no CUDA device") != std::string::npos);
+    traceml::cupti_source c;
+    EXPECT(!c.ok());
+    EXPECT(c.status().find("kernel attribution off: no CUDA device") != std::string::npos);
+    EXPECT(c.collect(true).empty());
+    traceml::cuda_events_source e;
+    EXPECT(!e.ok());
+    EXPECT(e.collect(true).empty());
+    std::printf("no CUDA device: sources degrade as documented\n");
+    return 0;
+  }
+  auto s = traceml::make_best_gpu_source();
+  EXPECT(s != nullptr);
+  std::printf("GPU source: %s (%s)\n", s->name(), s->status().c_str());
+  EXPECT(std::string(s->name()) == "cupti");
+  return 0;
+}
