@@ -1,0 +1,363 @@
+// qwen3/model.hpp: a Qwen3 decoder in LibTorch C++, top to bottom:
+//   RMSNorm -> rotary embeddings -> attention (GQA, per-head q/k RMSNorm) -> SwiGLU MLP -> decoder
+//   layer -> model (embedding, layers, final norm, tied head, causal-LM loss).
+//
+//   auto cfg = qwen3::preset("qwen3-1.7b");
+//   qwen3::Qwen3 model(cfg, qwen3::model_options().dtype(torch::kBFloat16).device(torch::kCUDA));
+//   auto adapters = qwen3::apply_lora(*model, {});        // lora.hpp
+//   auto loss = model->loss(ids);                         // ids: [batch, seq] int64 on the model's device
+//
+// Numerics follow transformers' Qwen3 (modeling_qwen3.py): RMSNorm computes in fp32 and casts back,
+// rotary tables are computed in fp32 and cast to the model dtype, attention scale is head_dim^-0.5,
+// the loss is computed on fp32 log-probabilities. Where this file takes a faster route (fused kernels,
+// stacked projections) the math is the same; the comments say where rounding can differ in bf16.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include "checkpoint.hpp"
+#include "config.hpp"
+#include "lora.hpp"
+
+// Fused LibTorch operators by version. Each has a plain fallback with the same math.
+#if TORCH_VERSION_MAJOR >= 2
+#define QWEN3_HAVE_SDPA 1  // at::scaled_dot_product_attention (flash/efficient kernels on CUDA)
+#else
+#define QWEN3_HAVE_SDPA 0
+#endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+#define QWEN3_HAVE_SDPA_GQA 1  // enable_gqa: key/value heads shared without materialising copies
+#else
+#define QWEN3_HAVE_SDPA_GQA 0
+#endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define QWEN3_HAVE_RMS_NORM 1  // at::rms_norm (a single fused kernel on CUDA in recent versions)
+#else
+#define QWEN3_HAVE_RMS_NORM 0
+#endif
+
+namespace qwen3 {
+
+/// Where and how the model is built. Fluent setters, as LibTorch's own options structs.
+struct model_options {
+  model_options& dtype(torch::Dtype d) { dtype_ = d; return *this; }
+  model_options& device(torch::Device d) { device_ = d; return *this; }
+  /// Recompute each decoder layer in backward instead of keeping its activations (checkpoint.hpp).
+  model_options& gradient_checkpointing(bool on) { checkpointing_ = on; return *this; }
+  /// Use fused operators (scaled-dot-product attention, rms_norm) where LibTorch has them; off =
+  /// the plain formulation everywhere (for tests comparing the two).
+  model_options& fused_ops(bool on) { fused_ = on; return *this; }
+  /// Standard deviation of the random normal initialisation of weight matrices (HF's
+  /// initializer_range). Norm weights start at one.
+  model_options& init_std(double s) { init_std_ = s; return *this; }
+
+  torch::Dtype dtype_ = torch::kFloat32;
+  torch::Device device_ = torch::kCPU;
+  bool checkpointing_ = false;
+  bool fused_ = true;
+  double init_std_ = 0.02;
+
+  torch::TensorOptions tensor_options() const { return torch::TensorOptions().dtype(dtype_).device(device_); }
+};
+
+// ---- RMSNorm ---------------------------------------------------------------------------------------
+
+/// y = w * x / sqrt(mean(x^2) + eps), over the last dimension, computed in fp32.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(std::int64_t dim, double eps, torch::TensorOptions o, bool fused = true)
+      : eps_(eps), fused_(fused) {
+    weight = register_parameter("weight", torch::ones({dim}, o));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) {
+#if QWEN3_HAVE_RMS_NORM
+    // One kernel (fp32 accumulation inside). It multiplies by w before rounding to the model
+    // dtype, where transformers rounds first: identical in fp32, may differ by 1 ulp in bf16.
+    if (fused_) return at::rms_norm(x, {x.size(-1)}, weight, eps_);
+#endif
+    auto x32 = x.to(torch::kFloat32);
+    auto inv = torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+    return weight * (x32 * inv).to(x.scalar_type());
+  }
+
+  void pretty_print(std::ostream& os) const override {
+    os << "qwen3::RMSNorm(" << weight.size(0) << ", eps=" << eps_ << ")";
+  }
+
+  torch::Tensor weight;
+
+ private:
+  double eps_;
+  bool fused_;
+};
+TORCH_MODULE(RMSNorm);
+
+// ---- rotary embeddings -----------------------------------------------------------------------------
+
+/// cos and sign-folded sin tables for positions [0, seq), shape [seq, 1, head_dim] (broadcast over
+/// heads of a [batch, seq, heads, head_dim] tensor), in the model dtype.
+struct rotary_tables {
+  torch::Tensor cos;
+  torch::Tensor sin_signed;  ///< [-sin | +sin] over the two halves (see apply_rotary)
+};
+
+inline rotary_tables make_rotary_tables(std::int64_t seq, std::int64_t head_dim, double theta,
+                                        torch::TensorOptions o) {
+  // inv_freq_i = theta^(-2i/d), angles in fp32 as transformers computes them.
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(o.device());
+  auto exponent = torch::arange(0, head_dim, 2, f32.dtype(torch::kInt64)).to(torch::kFloat32) / head_dim;
+  auto inv_freq = 1.0 / torch::pow(theta, exponent);
+  auto angles = torch::outer(torch::arange(seq, f32), inv_freq);  // [seq, d/2]
+  auto c = angles.cos(), s = angles.sin();
+  rotary_tables t;
+  t.cos = torch::cat({c, c}, -1).to(o.dtype()).unsqueeze(1);
+  t.sin_signed = torch::cat({-s, s}, -1).to(o.dtype()).unsqueeze(1);
+  return t;
+}
+
+/// x * cos + rotate_half(x) * sin, where rotate_half(x) = [-x2 | x1]. Swapping the halves is a roll
+/// by d/2, and the minus sign lives in the table, so this is three kernels (roll, mul, addcmul) instead
+/// of slice/neg/cat/mul/mul/add.
+inline torch::Tensor apply_rotary(const torch::Tensor& x, const rotary_tables& t) {
+  return torch::addcmul(x * t.cos, x.roll(x.size(-1) / 2, -1), t.sin_signed);
+}
+
+// ---- attention -------------------------------------------------------------------------------------
+
+/// Grouped-query attention with per-head RMSNorm on queries and keys (the Qwen3 change over Qwen2).
+/// q/k/v are one Projection (one GEMM for the frozen base, one adapter per target).
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const config& c, const model_options& o)
+      : heads_(c.num_heads), kv_heads_(c.num_kv_heads), head_dim_(c.head_dim), fused_(o.fused_) {
+    const auto to = o.tensor_options();
+    qkv_proj = register_module("qkv_proj", Projection(c.hidden_size,
+                                                      std::vector<projection_target>{{"q_proj", c.q_dim()},
+                                                                                     {"k_proj", c.kv_dim()},
+                                                                                     {"v_proj", c.kv_dim()}},
+                                                      to, o.init_std_));
+    o_proj = register_module("o_proj", Projection(c.q_dim(), std::vector<projection_target>{{"o_proj", c.hidden_size}},
+                                                  to, o.init_std_));
+    q_norm = register_module("q_norm", RMSNorm(c.head_dim, c.rms_eps, to, o.fused_));
+    k_norm = register_module("k_norm", RMSNorm(c.head_dim, c.rms_eps, to, o.fused_));
+  }
+
+  /// x: [batch, seq, hidden] -> [batch, seq, hidden]. Causal.
+  torch::Tensor forward(const torch::Tensor& x, const rotary_tables& rope) {
+    const auto b = x.size(0), s = x.size(1);
+    auto qkv = qkv_proj->forward_all(x);
+    // Norm and rotate in [batch, seq, heads, dim]; the transposes below are views.
+    auto q = apply_rotary(q_norm(qkv[0].view({b, s, heads_, head_dim_})), rope).transpose(1, 2);
+    auto k = apply_rotary(k_norm(qkv[1].view({b, s, kv_heads_, head_dim_})), rope).transpose(1, 2);
+    auto v = qkv[2].view({b, s, kv_heads_, head_dim_}).transpose(1, 2);
+    auto y = attend(q, k, v);  // [batch, heads, seq, dim]
+    return o_proj(y.transpose(1, 2).reshape({b, s, heads_ * head_dim_}));
+  }
+
+  Projection qkv_proj{nullptr}, o_proj{nullptr};
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};
+
+ private:
+  torch::Tensor attend(const torch::Tensor& q, torch::Tensor k, torch::Tensor v) {
+    const auto groups = heads_ / kv_heads_;
+#if QWEN3_HAVE_SDPA
+    if (fused_) {
+      // Flash attention on CUDA for bf16/fp16 (no [seq, seq] score matrix in memory), causal by flag.
+#if QWEN3_HAVE_SDPA_GQA
+      return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, {}, /*enable_gqa=*/groups > 1);
+#else
+      if (groups > 1) { k = repeat_kv(k, groups); v = repeat_kv(v, groups); }
+      return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+#endif
+    }
+#endif
+    // Plain attention, as transformers' eager path: softmax in fp32, then back to the model dtype.
+    if (groups > 1) { k = repeat_kv(k, groups); v = repeat_kv(v, groups); }
+    const auto s = q.size(2);
+    auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim_)));
+    auto future = torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+    scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+    auto probs = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
+    return torch::matmul(probs, v);
+  }
+
+  /// [b, kv_heads, s, d] -> [b, kv_heads * groups, s, d], query head h reading key/value head h / groups.
+  static torch::Tensor repeat_kv(const torch::Tensor& t, std::int64_t groups) {
+    const auto b = t.size(0), kvh = t.size(1), s = t.size(2), d = t.size(3);
+    return t.unsqueeze(2).expand({b, kvh, groups, s, d}).reshape({b, kvh * groups, s, d});
+  }
+
+  std::int64_t heads_, kv_heads_, head_dim_;
+  bool fused_;
+};
+TORCH_MODULE(Attention);
+
+// ---- MLP -------------------------------------------------------------------------------------------
+
+/// SwiGLU: down(silu(gate(x)) * up(x)); gate and up are one Projection.
+class MLPImpl : public torch::nn::Module {
+ public:
+  MLPImpl(const config& c, const model_options& o) {
+    const auto to = o.tensor_options();
+    gate_up_proj = register_module(
+        "gate_up_proj", Projection(c.hidden_size,
+                                   std::vector<projection_target>{{"gate_proj", c.intermediate_size},
+                                                                  {"up_proj", c.intermediate_size}},
+                                   to, o.init_std_));
+    down_proj = register_module("down_proj", Projection(c.intermediate_size,
+                                                        std::vector<projection_target>{{"down_proj", c.hidden_size}},
+                                                        to, o.init_std_));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto gu = gate_up_proj->forward_all(x);
+    return down_proj(torch::silu(gu[0]) * gu[1]);
+  }
+
+  Projection gate_up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(MLP);
+
+// ---- decoder layer ---------------------------------------------------------------------------------
+
+/// Pre-norm residual block: h = x + attn(norm(x)); out = h + mlp(norm(h)).
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  DecoderLayerImpl(const config& c, const model_options& o) {
+    const auto to = o.tensor_options();
+    input_layernorm = register_module("input_layernorm", RMSNorm(c.hidden_size, c.rms_eps, to, o.fused_));
+    self_attn = register_module("self_attn", Attention(c, o));
+    post_attention_layernorm =
+        register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_eps, to, o.fused_));
+    mlp = register_module("mlp", MLP(c, o));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, const rotary_tables& rope) {
+    auto h = x + self_attn->forward(input_layernorm(x), rope);
+    return h + mlp(post_attention_layernorm(h));
+  }
+
+  RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  Attention self_attn{nullptr};
+  MLP mlp{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+// ---- the model -------------------------------------------------------------------------------------
+
+/// Qwen3 causal language model. Weights are random (normal(0, init_std), norms at one) until
+/// load_weights() (weights.hpp) fills them from a Hugging Face snapshot.
+class Qwen3Impl : public torch::nn::Module {
+ public:
+  Qwen3Impl(config c, model_options o = {}) : cfg_(std::move(c)), opts_(o) {
+    cfg_.validate();
+    const auto to = o.tensor_options();
+    embed_tokens = register_parameter("embed_tokens", torch::empty({cfg_.vocab_size, cfg_.hidden_size}, to));
+    {
+      torch::NoGradGuard no_grad;
+      embed_tokens.normal_(0.0, o.init_std_);
+    }
+    layers = register_module("layers", torch::nn::ModuleList());
+    for (std::int64_t i = 0; i < cfg_.num_layers; ++i) layers->push_back(DecoderLayer(cfg_, o));
+    norm = register_module("norm", RMSNorm(cfg_.hidden_size, cfg_.rms_eps, to, o.fused_));
+    if (!cfg_.tie_word_embeddings) {
+      lm_head = register_parameter("lm_head", torch::empty({cfg_.vocab_size, cfg_.hidden_size}, to));
+      torch::NoGradGuard no_grad;
+      lm_head.normal_(0.0, o.init_std_);
+    }
+  }
+
+  const config& cfg() const { return cfg_; }
+  const model_options& options() const { return opts_; }
+  void set_gradient_checkpointing(bool on) { opts_.checkpointing_ = on; }
+  bool gradient_checkpointing() const { return opts_.checkpointing_; }
+
+  /// The output head: the embedding matrix when tied (counted once), else its own weight.
+  const torch::Tensor& head_weight() const { return cfg_.tie_word_embeddings ? embed_tokens : lm_head; }
+
+  /// ids: [batch, seq] int64 -> final hidden states [batch, seq, hidden] (after the last norm).
+  torch::Tensor hidden_states(const torch::Tensor& ids) {
+    TORCH_CHECK(ids.dim() == 2, "qwen3: ids must be [batch, seq], got ", ids.sizes());
+    auto x = torch::embedding(embed_tokens, ids);
+    const auto& rope = rotary(ids.size(1));
+    for (std::size_t i = 0; i < layers->size(); ++i) {
+      auto layer = layers->ptr<DecoderLayerImpl>(i);
+      if (opts_.checkpointing_ && torch::GradMode::is_enabled()) {
+        // The closure holds the layer and the tables by value: the backward may run after the
+        // rotary cache was rebuilt for another length.
+        x = checkpoint([layer, rope](const torch::Tensor& h) { return layer->forward(h, rope); }, x,
+                       layer->parameters());
+      } else {
+        x = layer->forward(x, rope);
+      }
+    }
+    return norm(x);
+  }
+
+  /// ids: [batch, seq] -> logits [batch, seq, vocab] in the model dtype.
+  torch::Tensor logits(const torch::Tensor& ids) { return torch::matmul(hidden_states(ids), head_weight().t()); }
+
+  /// Causal-LM cross-entropy: position t predicts token t+1, mean over all batch * (seq-1) targets
+  /// (every example is exactly seq tokens, so there is no padding to mask).
+  ///
+  /// Only the seq-1 positions that have a target go through the head (skipping the last one also
+  /// avoids slicing the large logits tensor). The loss is computed on fp32 log-probabilities, as
+  /// transformers does (it upcasts logits before cross-entropy): with bf16 log-probs the loss and its
+  /// gradient would carry ~3 significant digits. log_softmax(..., kFloat) reads the bf16 logits and
+  /// writes fp32 in one kernel on CUDA, so no fp32 copy of the [tokens, vocab] logits is made.
+  torch::Tensor loss(const torch::Tensor& ids) {
+    const auto s = ids.size(1);
+    TORCH_CHECK(s >= 2, "qwen3: loss needs sequences of at least 2 tokens");
+    auto h = hidden_states(ids).narrow(1, 0, s - 1).reshape({-1, cfg_.hidden_size});
+    auto logits = torch::mm(h, head_weight().t());  // [tokens, vocab]
+    auto targets = ids.narrow(1, 1, s - 1).reshape({-1});
+    return torch::nll_loss(torch::log_softmax(logits, -1, torch::kFloat32), targets);
+  }
+
+  /// Rotary tables for `seq` positions, cached (rebuilt when the length, dtype or device changes).
+  const rotary_tables& rotary(std::int64_t seq) {
+    const auto to = embed_tokens.options();
+    if (!rope_.cos.defined() || rope_seq_ != seq || rope_.cos.device() != to.device() ||
+        rope_.cos.scalar_type() != embed_tokens.scalar_type()) {
+      torch::NoGradGuard no_grad;
+      rope_ = make_rotary_tables(seq, cfg_.head_dim, cfg_.rope_theta, to);
+      rope_seq_ = seq;
+    }
+    return rope_;
+  }
+
+  void pretty_print(std::ostream& os) const override {
+    os << "qwen3::Qwen3(" << cfg_.name << ": " << cfg_.num_layers << " layers, hidden " << cfg_.hidden_size
+       << ", heads " << cfg_.num_heads << "/" << cfg_.num_kv_heads << ", vocab " << cfg_.vocab_size << ")";
+  }
+
+  torch::Tensor embed_tokens;  ///< [vocab, hidden]; also the output head when tied
+  torch::nn::ModuleList layers{nullptr};
+  RMSNorm norm{nullptr};
+  torch::Tensor lm_head;       ///< only when the config does not tie embeddings
+
+ private:
+  config cfg_;
+  model_options opts_;
+  rotary_tables rope_;
+  std::int64_t rope_seq_ = -1;
+};
+TORCH_MODULE(Qwen3);
+
+/// Total number of parameter elements (tied weights are one parameter, so counted once).
+inline std::int64_t parameter_count(const torch::nn::Module& m) {
+  std::int64_t n = 0;
+  for (const auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace qwen3
