@@ -95,6 +95,8 @@ class profiler : public recording_callback, private recorder_observer {
 
   /// End the run: resolve outstanding GPU facts, compute the summary, write the outputs, print the
   /// table, release the GPU source. Idempotent; also called by on_train_end() and the destructor.
+  /// Call it once the loop is done: scopes still running on other threads while it runs may reach
+  /// a GPU source that finish() is releasing.
   const run_result& finish() {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return result_;
@@ -149,8 +151,14 @@ class profiler : public recording_callback, private recorder_observer {
       absorb_records();
       std::vector<span_record> spans;
       std::vector<span_record> rest;
-      for (const auto& r : pending_) (r.step == step.step ? spans : rest).push_back(r);
+      for (const auto& r : pending_) {
+        if (r.step == step.step) spans.push_back(r);
+        else if (r.step > step.step) rest.push_back(r);  // a later step, already open elsewhere
+        else ++late_;  // closed after its step was summarized (a worker outlived the step)
+      }
       pending_.swap(rest);
+      if (late_) report_once("late-records", "phases on other threads ended after their step was summarized; "
+                                             "they are in the trace but not in the step statistics");
       auto st = compute_step(step.step, spans);
       if (!st) return;
       waiting_.push_back(std::move(*st));
@@ -208,6 +216,7 @@ class profiler : public recording_callback, private recorder_observer {
   std::deque<step_result> waiting_;       // closed on the CPU, GPU facts not yet in
   run_result result_;
   std::uint64_t dropped_ = 0;
+  std::uint64_t late_ = 0;  // records of steps already summarized
   bool attached_ = false;
   bool finished_ = false;
 };

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <fstream>
 #include <memory>
 
@@ -208,4 +209,34 @@ TEST_CASE("a second profiler while one is active records nothing and says why", 
   REQUIRE(diagnostic_messages().size() == 1);
   CHECK(diagnostic_messages()[0].find("'second' records nothing") != std::string::npos);
   CHECK(first.finish().steps.size() == 1);
+}
+
+TEST_CASE("a phase on another thread that outlives its step is reported, not kept", "[profiler][threads]") {
+  traceml_test::reset_recorder();
+  profiler_options o;
+  o.print_table = false;
+  o.warmup_steps = 0;
+  profiler prof(o);
+  std::atomic<bool> phase_open{false}, step_closed{false};
+  std::thread worker;
+  {
+    TRACEML_STEP();
+    worker = std::thread([&] {
+      TRACEML_PHASE_NAMED("prefetch");  // begins inside step 0 ...
+      phase_open = true;
+      while (!step_closed.load()) {
+      }
+    });                                  // ... and ends after it
+    while (!phase_open.load()) {
+    }
+  }
+  step_closed = true;
+  worker.join();
+  one_step(1);
+  const auto& run = prof.finish();
+  REQUIRE(run.steps.size() == 2);
+  CHECK(run.steps[0].find(phase_kind::user, "prefetch") == nullptr);
+  CHECK(run.steps[1].find(phase_kind::user, "prefetch") == nullptr);
+  REQUIRE(diagnostic_messages().size() == 1);
+  CHECK(diagnostic_messages()[0].find("ended after their step was summarized") != std::string::npos);
 }

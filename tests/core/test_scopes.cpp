@@ -69,7 +69,7 @@ TEST_CASE("steps and micro-batches are numbered and phases carry them", "[scopes
   }
 }
 
-TEST_CASE("nested phases record their depth; user phases by tag and by name", "[scopes]") {
+TEST_CASE("nested phases record their depth, user phases by tag and by name", "[scopes]") {
   reset_recorder();
   {
     TRACEML_STEP();
@@ -163,16 +163,24 @@ TEST_CASE("a full ring drops and counts records instead of blocking", "[scopes]"
   CHECK(dropped == extra);
 }
 
-TEST_CASE("rings of exited threads are reused", "[scopes][threads]") {
+TEST_CASE("rings of exited threads are reused once drained", "[scopes][threads]") {
   reset_recorder();
   std::size_t rings_before = 0;
   for (int round = 0; round < 5; ++round) {
     std::thread([] { TRACEML_PHASE(dataloader); }).join();
+    CHECK(drain().size() == 1);  // as the profiler does at each step end
     if (round == 0) {
       std::lock_guard<std::mutex> lock(detail::recorder().registry_mu);
       rings_before = detail::recorder().rings.size();
     }
   }
+  {
+    std::lock_guard<std::mutex> lock(detail::recorder().registry_mu);
+    CHECK(detail::recorder().rings.size() == rings_before);
+  }
+  // An exited thread's undrained ring is not handed to a new thread: it gets a ring of its own.
+  std::thread([] { TRACEML_PHASE(dataloader); }).join();
+  std::thread([] { TRACEML_PHASE(dataloader); }).join();
   std::lock_guard<std::mutex> lock(detail::recorder().registry_mu);
-  CHECK(detail::recorder().rings.size() == rings_before);
+  CHECK(detail::recorder().rings.size() == rings_before + 1);
 }

@@ -97,13 +97,16 @@ struct ring_releaser {
   }
 };
 
-/// Slow path, once per thread: reuse a ring whose thread exited, or allocate one.
+/// Slow path, once per thread: reuse a drained ring whose thread exited, or allocate one.
 inline thread_ring* acquire_ring() noexcept {
   try {
     auto& R = recorder();
     std::lock_guard<std::mutex> lock(R.registry_mu);
     thread_ring* ring = nullptr;
     for (auto& r : R.rings) {
+      // Only a drained ring: a new thread must get a whole ring's room, not what an exited thread
+      // left undrained.
+      if (r->head.load(std::memory_order_acquire) != r->tail.load(std::memory_order_acquire)) continue;
       bool expected = false;
       if (r->owned.compare_exchange_strong(expected, true)) {
         ring = r.get();
