@@ -3,12 +3,14 @@
 //   off     scopes compiled in, recording switched off (traceml::set_enabled(false))
 //   cpu     profiler attached, no GPU source (CPU phase timing only)
 //   events  profiler + CUDA-event phase timing (no CUPTI)
-//   cupti   profiler + CUPTI kernel attribution (kernel records + boundary markers)
+//   cupti   profiler + CUPTI kernel attribution on every step (kernel records + boundary markers)
+//   cupti/N profiler + CUPTI, kernel records on one step in N (markers time every step)
 // Each step ends with one synchronization outside the step (as logging the loss does); the first
-// step of every block is not counted. Prints median step times and the ratios to `off`.
+// step of every block is not counted; the order of the modes rotates from round to round. Prints
+// median step times, and the median over rounds of each mode's ratio to `off` in the same round.
 //
 //   traceml_gpu_overhead [--layers N] [--hidden N] [--ffn N] [--seq N] [--rounds N] [--block N]
-//                        [--schedules 4x1,1x4]
+//                        [--schedules 4x1,1x4] [--sample N]
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -42,7 +44,7 @@ struct schedule {
 
 int main(int argc, char** argv) {
   standin::config cfg;
-  int seq = 512, rounds = 5, block = 6;
+  int seq = 512, rounds = 10, block = 4, sample = 10;
   std::vector<schedule> schedules = {{4, 1}, {1, 4}};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
     else if (k == "--seq") seq = std::atoi(v);
     else if (k == "--rounds") rounds = std::atoi(v);
     else if (k == "--block") block = std::atoi(v);
+    else if (k == "--sample") sample = std::atoi(v);
     else if (k == "--schedules") {
       schedules.clear();
       std::string s = v;
@@ -76,7 +79,8 @@ int main(int argc, char** argv) {
   standin::model m(cfg, seq, torch::kCUDA);
   torch::optim::AdamW opt(m.trainable(), torch::optim::AdamWOptions(1e-4));
 
-  const char* modes[] = {"off", "cpu", "events", "cupti"};
+  const std::string sampled_mode = "cupti/" + std::to_string(sample);
+  const std::vector<std::string> modes = {"off", "events", "cupti", sampled_mode};
   for (const schedule& sc : schedules) {
     auto tokens = torch::randint(cfg.vocab, {sc.micro, seq},
                                  torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
@@ -109,12 +113,14 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3; ++i) step();  // warm-up: cuBLAS, allocator growth
 
     std::map<std::string, std::vector<double>> times;
+    std::map<std::string, std::vector<double>> round_ratios;
     std::vector<double> off_first_round;
     std::uint64_t kernels = 0, attributed = 0, dropped = 0, cupti_steps = 0;
     std::string cupti_status, events_status;
     for (int r = 0; r < rounds; ++r) {
-      for (const char* mode : modes) {
-        const std::string md = mode;
+      std::map<std::string, std::vector<double>> this_round;
+      for (std::size_t mi = 0; mi < modes.size(); ++mi) {
+        const std::string md = modes[(mi + static_cast<std::size_t>(r)) % modes.size()];
         std::unique_ptr<traceml::profiler> prof;
         if (md == "off") {
           traceml::set_enabled(false);
@@ -133,12 +139,16 @@ int main(int argc, char** argv) {
             prof->set_gpu_source(traceml::make_best_gpu_source(go));
           } else if (md == "cupti") {
             prof->set_gpu_source(traceml::make_best_gpu_source(go));
+          } else if (md == sampled_mode) {
+            go.cupti_opts.sample_every = sample;
+            prof->set_gpu_source(traceml::make_best_gpu_source(go));
           }
         }
         for (int i = 0; i < block; ++i) {
           const double ms = step();
           if (i == 0) continue;
           times[md].push_back(ms);
+          this_round[md].push_back(ms);
           if (md == "off" && r == 0) off_first_round.push_back(ms);
         }
         if (prof) {
@@ -158,16 +168,20 @@ int main(int argc, char** argv) {
           prof.reset();
         }
       }
+      const double off_r = median(this_round["off"]);
+      for (auto& m : modes) round_ratios[m].push_back(median(this_round[m]) / off_r);
     }
     traceml::set_enabled(true);
     const double off = median(times["off"]);
     std::printf("\nschedule %dx%d (micro-batch x accumulation), %d rounds x %d steps per mode (first of each block "
                 "not counted)\n",
                 sc.micro, sc.accum, rounds, block - 1);
-    for (const char* mode : modes) {
+    for (auto& mode : modes) {
       const double t = median(times[mode]);
-      std::printf("  %-7s median step %9.3f ms   ratio %.4f   overhead %+6.2f%%\n", mode, t, t / off,
-                  100.0 * (t / off - 1.0));
+      const double rr = median(round_ratios[mode]);
+      auto mm = std::minmax_element(round_ratios[mode].begin(), round_ratios[mode].end());
+      std::printf("  %-9s median step %9.3f ms   paired ratio %.4f (overhead %+6.2f%%, rounds %.3f..%.3f)\n",
+                  mode.c_str(), t, rr, 100.0 * (rr - 1.0), *mm.first, *mm.second);
     }
     std::printf("  off, first round only (before any CUPTI use): %.3f ms; off, all rounds: %.3f ms\n",
                 median(off_first_round), off);

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -65,6 +66,12 @@ struct cupti_options {
   bool finalize = true;           ///< cuptiFinalize on destruction: no CUPTI cost afterwards
   std::size_t top_kernels = 10;
   int max_lag_steps = 8;          ///< resolve a step by time after this many later steps ended
+  /// Kernel records on one step in N (1: every step). CUPTI's own per-launch cost is paid only on
+  /// sampled steps; the others still get GPU time per phase (span_ns) from the markers and report
+  /// kernels_measured = false. See docs/attribution.md for the measured costs.
+  int sample_every = 1;
+  /// Diagnostics and tests: called on the worker thread with each attribution round.
+  std::function<void(const attribution_input&, const attribution_output&)> round_tap;
   const char* library = nullptr;  ///< CUPTI library path; default: the one found at build time
   stream_provider current_stream; ///< see cuda_events_source.hpp
   memory_sampler memory;          ///< called at each step end
@@ -178,8 +185,9 @@ class cupti_source : public gpu_source {
 
   /// Hot: one ~20 KB cudaMemsetAsync on the current stream (a few microseconds of CPU, about a
   /// microsecond of GPU) plus an uncontended lock. Micro-batch boundaries get no marker.
-  void on_scope_begin(phase_kind kind, const char*, std::int32_t, std::int32_t) noexcept override {
+  void on_scope_begin(phase_kind kind, const char*, std::int32_t step, std::int32_t) noexcept override {
     if (kind == phase_kind::microbatch || !running_) return;
+    if (kind == phase_kind::step && sampled(step)) set_kernel_records(true);
     open_marker m = enqueue_marker(current_stream());
     try {
       std::lock_guard<std::mutex> lock(hook_mu_);
@@ -201,6 +209,7 @@ class cupti_source : public gpu_source {
         st.pop_back();
       }
       open_marker e = b.seq ? enqueue_marker(b.stream) : open_marker{};
+      if (r.kind == phase_kind::step && opt_.sample_every > 1 && sampled(r.step)) set_kernel_records(false);
       std::lock_guard<std::mutex> lock(hook_mu_);
       closed_[detail::span_key(r.thread, r.begin_ns)] = std::make_pair(b.seq, e.seq);
     } catch (...) {
@@ -214,6 +223,7 @@ class cupti_source : public gpu_source {
     if (!running_) return;
     pending_step p;
     p.step = step;
+    p.sampled = sampled(step);
     if (opt_.memory) p.memory = opt_.memory();
     {
       std::lock_guard<std::mutex> lock(hook_mu_);
@@ -262,6 +272,7 @@ class cupti_source : public gpu_source {
     s += opt_.markers ? "stream-ordered boundary markers" : "by time, markers off";
     s += ", clock: ";
     s += clock_callback_ ? "CUPTI stamps now_ns()" : "CUPTI clock mapped by offset";
+    if (opt_.sample_every > 1) s += ", kernel records on 1 step in " + std::to_string(opt_.sample_every);
     s += ")";
     return s;
   }
@@ -276,10 +287,26 @@ class cupti_source : public gpu_source {
   };
   struct pending_step {
     std::int32_t step = -1;
+    bool sampled = true;
+    std::uint64_t ready_after_flush = 0;  // 0: successor's end marker not seen yet
     std::uint64_t end_marker = 0;
     memory_sample memory;
     std::vector<marked_span> spans;
   };
+
+  bool sampled(std::int32_t step) const noexcept {
+    return opt_.sample_every <= 1 || (step >= 0 && step % opt_.sample_every == 0);
+  }
+
+  /// Sampling: kernel and memcpy records on or off (memsets, hence markers, stay on). Training
+  /// thread, once per sampled step.
+  void set_kernel_records(bool on) noexcept {
+    if (opt_.sample_every <= 1) return;
+    for (auto k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY}) {
+      if (k == CUPTI_ACTIVITY_KIND_MEMCPY && !opt_.memcpy) continue;
+      (on ? api_.enable : api_.disable)(k);
+    }
+  }
 
   static std::atomic<cupti_source*>& instance() {
     static std::atomic<cupti_source*> p{nullptr};
@@ -335,6 +362,11 @@ class cupti_source : public gpu_source {
         return fail(explain(r));
       }
       enabled_.push_back(k);
+    }
+    if (opt_.sample_every > 1) {
+      // Enabled once above to learn whether CUPTI lets us; sampled steps switch them on again.
+      api_.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+      if (opt_.memcpy) api_.disable(CUPTI_ACTIVITY_KIND_MEMCPY);
     }
     if (opt_.markers) {
       int dev = 0;
@@ -602,6 +634,7 @@ class cupti_source : public gpu_source {
         api_.flush_all(0);  // delivers finished records through buffer_completed on this thread
         if (!clock_callback_) sample_clock_offset();
         lock.lock();
+        ++flushes_done_;
         next_flush = std::chrono::steady_clock::now() + std::chrono::milliseconds(opt_.flush_period_ms);
       }
       process_locked(false);
@@ -622,12 +655,18 @@ class cupti_source : public gpu_source {
       report_once("cupti-buffers", "CUPTI activity buffers exhausted: records are being dropped (raise "
                                    "cupti_options::buffer_count or buffer_bytes); steps report dropped_records");
     // Ready: the step's end marker and the next step's end marker have arrived (one step of slack
-    // for records of other streams), or enough later steps ended, or the run is over.
+    // for records of other streams) and CUPTI was flushed once more after that (records sit in
+    // per-thread buffers: the autograd thread's may be delivered after the training thread's
+    // markers); or enough later steps ended; or the run is over.
     std::size_t n_ready = 0;
     for (std::size_t i = 0; i < steps_.size(); ++i) {
       bool ready = final;
-      if (!ready && i + 1 < steps_.size() && steps_[i].end_marker && steps_[i + 1].end_marker)
-        ready = markers_.count(steps_[i].end_marker) && markers_.count(steps_[i + 1].end_marker);
+      if (!ready && i + 1 < steps_.size() && steps_[i].end_marker && steps_[i + 1].end_marker) {
+        if (!steps_[i].ready_after_flush && markers_.count(steps_[i].end_marker) &&
+            markers_.count(steps_[i + 1].end_marker))
+          steps_[i].ready_after_flush = flushes_done_ + 2;  // a whole flush begun after this moment
+        ready = steps_[i].ready_after_flush && flushes_done_ >= steps_[i].ready_after_flush;
+      }
       if (!ready) ready = static_cast<int>(steps_.size() - 1 - i) >= opt_.max_lag_steps;
       if (!ready) break;
       n_ready = i + 1;
@@ -658,6 +697,12 @@ class cupti_source : public gpu_source {
     ao.top_kernels = opt_.top_kernels;
     ao.keep_activities = keep_activities_.load(std::memory_order_relaxed);
     attribution_output out = attribute(in, ao);
+    if (opt_.round_tap) {
+      try {
+        opt_.round_tap(in, out);
+      } catch (...) {
+      }
+    }
     records_ = std::move(out.leftover);
     for (auto seq : used) markers_.erase(seq);
     // Markers of scopes outside steps are never used: forget those older than the resolved ones.
@@ -665,8 +710,32 @@ class cupti_source : public gpu_source {
     for (auto seq : used) max_used = std::max(max_used, seq);
     for (auto it = markers_.begin(); it != markers_.end();)
       it = it->first < max_used ? markers_.erase(it) : std::next(it);
+    for (auto& r : out.reports) {
+      bool was_sampled = true;
+      for (std::size_t i = 0; i < n_ready; ++i)
+        if (steps_[i].step == r.step) was_sampled = steps_[i].sampled;
+      if (!was_sampled) {
+        // No kernel records were taken: keep only what markers measured, never a silent zero.
+        step_gpu_report q;
+        q.step = r.step;
+        q.kernels_measured = false;
+        q.total.span_ns = r.total.span_ns;
+        q.peak_allocated_bytes = r.peak_allocated_bytes;
+        q.peak_reserved_bytes = r.peak_reserved_bytes;
+        q.dropped_records = r.dropped_records;
+        for (auto& ph : r.phases) {
+          phase_gpu_facts f;
+          f.kind = ph.kind;
+          f.name = ph.name;
+          f.microbatch = ph.microbatch;
+          f.facts.span_ns = ph.facts.span_ns;
+          q.phases.push_back(f);
+        }
+        r = std::move(q);
+      }
+      ready_.push_back(std::move(r));
+    }
     steps_.erase(steps_.begin(), steps_.begin() + static_cast<std::ptrdiff_t>(n_ready));
-    for (auto& r : out.reports) ready_.push_back(std::move(r));
   }
 
   cupti_options opt_;
@@ -715,6 +784,7 @@ class cupti_source : public gpu_source {
   bool stopping_ = false;
   std::deque<pending_step> steps_;
   std::vector<gpu_record> records_;
+  std::uint64_t flushes_done_ = 0;
   std::unordered_map<std::uint64_t, marker_time> markers_;
   std::vector<step_gpu_report> ready_;
   std::thread worker_;

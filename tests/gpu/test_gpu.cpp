@@ -3,6 +3,8 @@
 // match a synchronized measurement, and cover >= 99.9% of a LibTorch training loop's kernels.
 // Without a device the program prints "SKIPPED: ..." and exits 77 (CTest: skipped).
 #define CATCH_CONFIG_RUNNER
+// LibTorch defines CHECK (glog style, fatal): Catch2 macros go by their prefixed names here.
+#define CATCH_CONFIG_PREFIX_ALL
 #include <catch2/catch.hpp>
 
 #include <c10/cuda/CUDAStream.h>
@@ -31,13 +33,43 @@ traceml::gpu_source_options torch_options() {
   return o;
 }
 
-std::unique_ptr<traceml::gpu_source> make_cupti() {
+/// Prints what the engine saw around every kernel it could not put in a phase (diagnostics).
+void explain_unattributed(const traceml::attribution_input& in, const traceml::attribution_output& out) {
+  int shown = 0;
+  for (auto& rep : out.reports)
+    if (rep.unattributed_kernels) std::printf("round: step %d has %llu unattributed kernels (orphans in round %llu)\n",
+                                              rep.step, static_cast<unsigned long long>(rep.unattributed_kernels),
+                                              static_cast<unsigned long long>(out.orphans));
+  if (!out.orphans && std::none_of(out.reports.begin(), out.reports.end(),
+                                   [](const traceml::step_gpu_report& r) { return r.unattributed_kernels > 0; }))
+    return;
+  std::int64_t t0 = INT64_MAX;
+  for (auto& s : in.spans) t0 = std::min(t0, s.span.begin_ns);
+  for (auto& s : in.spans)
+    std::printf("  span %-10s step %d mb %d cpu [%lld, %lld] markers %llu/%llu\n", s.span.name, s.span.step,
+                s.span.microbatch, static_cast<long long>(s.span.begin_ns - t0), static_cast<long long>(s.span.end_ns - t0),
+                static_cast<unsigned long long>(s.begin_marker), static_cast<unsigned long long>(s.end_marker));
+  for (auto& m : in.markers)
+    std::printf("  marker %llu dev %u stream %u gpu [%lld, %lld]\n", static_cast<unsigned long long>(m.seq), m.device,
+                m.stream, static_cast<long long>(m.begin_ns - t0), static_cast<long long>(m.end_ns - t0));
+  for (std::size_t i = 0; i < in.records.size() && shown < 40; ++i) {
+    const auto& r = in.records[i];
+    if (out.method[i] != traceml::attribution_method::none) continue;
+    ++shown;
+    std::printf("  unplaced %s stream %u gpu [%lld, %lld] graph %u\n", r.name, r.stream,
+                static_cast<long long>(r.begin_ns - t0), static_cast<long long>(r.end_ns - t0), r.graph);
+  }
+}
+
+std::unique_ptr<traceml::gpu_source> make_cupti(int sample_every = 1) {
   auto o = torch_options();
   o.cupti_opts.current_stream = o.current_stream;
   o.cupti_opts.memory = o.memory;
+  o.cupti_opts.sample_every = sample_every;
+  o.cupti_opts.round_tap = explain_unattributed;
   auto s = std::make_unique<traceml::cupti_source>(o.cupti_opts);
-  INFO("CUPTI source: " << s->status());
-  REQUIRE(s->ok());
+  CATCH_INFO("CUPTI source: " << s->status());
+  CATCH_REQUIRE(s->ok());
   return s;
 }
 
@@ -125,33 +157,33 @@ struct mlp_loop {
 
 }  // namespace
 
-TEST_CASE("known kernels land in known phases - as a synchronized run says", "[gpu][attribution]") {
+CATCH_TEST_CASE("known kernels land in known phases - as a synchronized run says", "[gpu][attribution]") {
   mlp_loop loop;
   for (int i = 0; i < 3; ++i) loop.step(false);  // warm-up outside any profiler: cuBLAS handles etc.
   const int steps = 8;
   auto async_run = run_profiled(make_cupti(), steps, [&](int) { loop.step(false); });
   auto sync_run = run_profiled(make_cupti(), steps, [&](int) { loop.step(true); });
-  REQUIRE(async_run.steps.size() == static_cast<std::size_t>(steps));
-  REQUIRE(sync_run.steps.size() == static_cast<std::size_t>(steps));
+  CATCH_REQUIRE(async_run.steps.size() == static_cast<std::size_t>(steps));
+  CATCH_REQUIRE(sync_run.steps.size() == static_cast<std::size_t>(steps));
   for (int i = 1; i < steps; ++i) {
-    REQUIRE(async_run.steps[i].gpu.has_value());
-    REQUIRE(sync_run.steps[i].gpu.has_value());
+    CATCH_REQUIRE(async_run.steps[i].gpu.has_value());
+    CATCH_REQUIRE(sync_run.steps[i].gpu.has_value());
     const auto& a = *async_run.steps[i].gpu;
     const auto& s = *sync_run.steps[i].gpu;
-    CAPTURE(i);
-    CHECK(a.kernels_measured);
-    CHECK(a.dropped_records == 0);
-    CHECK(a.unattributed_kernels == 0);
-    CHECK(count(a, "counted", -1) == 37);
+    CATCH_CAPTURE(i);
+    CATCH_CHECK(a.kernels_measured);
+    CATCH_CHECK(a.dropped_records == 0);
+    CATCH_CHECK(a.unattributed_kernels == 0);
+    CATCH_CHECK(count(a, "counted", -1) == 37);
     const auto* c = phase(a, "counted", -1);
-    REQUIRE(c);
-    REQUIRE(!c->top_kernels.empty());
-    CHECK(c->top_kernels[0].count == 37);
-    CHECK(c->top_kernels[0].name.find("elementwise") != std::string::npos);
-    CHECK(count(a, "backward", 0) > 0);  // autograd-thread kernels found
-    for (const char* p : {"forward", "backward"}) CHECK(count(a, p, 0) == count(s, p, 0));
-    for (const char* p : {"optimizer", "counted"}) CHECK(count(a, p, -1) == count(s, p, -1));
-    CHECK(a.total.kernel_count == s.total.kernel_count);
+    CATCH_REQUIRE(c);
+    CATCH_REQUIRE(!c->top_kernels.empty());
+    CATCH_CHECK(c->top_kernels[0].count == 37);
+    CATCH_CHECK(c->top_kernels[0].name.find("elementwise") != std::string::npos);
+    CATCH_CHECK(count(a, "backward", 0) > 0);  // autograd-thread kernels found
+    for (const char* p : {"forward", "backward"}) CATCH_CHECK(count(a, p, 0) == count(s, p, 0));
+    for (const char* p : {"optimizer", "counted"}) CATCH_CHECK(count(a, p, -1) == count(s, p, -1));
+    CATCH_CHECK(a.total.kernel_count == s.total.kernel_count);
   }
   // Times: per-phase kernel time, median over steps, within 15% of the synchronized run's.
   auto median_ns = [&](const traceml::run_result& r, const char* p, int micro) {
@@ -165,12 +197,12 @@ TEST_CASE("known kernels land in known phases - as a synchronized run says", "[g
     const double a = static_cast<double>(median_ns(async_run, pm.first, pm.second));
     const double s = static_cast<double>(median_ns(sync_run, pm.first, pm.second));
     std::printf("phase %-9s kernel time: async %.3f ms, synchronized %.3f ms\n", pm.first, a / 1e6, s / 1e6);
-    CAPTURE(pm.first, a, s);
-    CHECK(a == Approx(s).epsilon(0.15).margin(20e3));
+    CATCH_CAPTURE(pm.first, a, s);
+    CATCH_CHECK(a == Approx(s).epsilon(0.15).margin(20e3));
   }
 }
 
-TEST_CASE("kernel times sit on the now_ns() clock", "[gpu][clock]") {
+CATCH_TEST_CASE("kernel times sit on the now_ns() clock", "[gpu][clock]") {
   auto a = torch::randn({4096, 4096}, torch::TensorOptions().device(torch::kCUDA));
   lt::synchronize();
   std::int64_t t0 = 0, t1 = 0;
@@ -183,22 +215,22 @@ TEST_CASE("kernel times sit on the now_ns() clock", "[gpu][clock]") {
     lt::synchronize();
     if (i == 1) t1 = traceml::now_ns();
   }, /*keep_activities=*/true);
-  REQUIRE(r.steps.size() == 2);
-  REQUIRE(r.steps[1].gpu.has_value());
+  CATCH_REQUIRE(r.steps.size() == 2);
+  CATCH_REQUIRE(r.steps[1].gpu.has_value());
   const auto& acts = r.steps[1].gpu->activities;
   int kernels = 0;
   for (auto& act : acts) {
     if (act.what != traceml::gpu_activity::type::kernel) continue;
     ++kernels;
-    CAPTURE(act.name, act.begin_ns - t0, t1 - act.end_ns);
-    CHECK(act.begin_ns >= t0 - 20000);  // 20 us: the mapping's stated tolerance
-    CHECK(act.end_ns <= t1 + 20000);
-    CHECK(std::string(act.phase_name) == "forward");
+    CATCH_CAPTURE(act.name, act.begin_ns - t0, t1 - act.end_ns);
+    CATCH_CHECK(act.begin_ns >= t0 - 20000);  // 20 us: the mapping's stated tolerance
+    CATCH_CHECK(act.end_ns <= t1 + 20000);
+    CATCH_CHECK(std::string(act.phase_name) == "forward");
   }
-  CHECK(kernels >= 1);
+  CATCH_CHECK(kernels >= 1);
 }
 
-TEST_CASE("side streams and CUDA-graph replays are attributed", "[gpu][streams][graph]") {
+CATCH_TEST_CASE("side streams and CUDA-graph replays are attributed", "[gpu][streams][graph]") {
   auto o = torch::TensorOptions().device(torch::kCUDA);
   auto t = torch::zeros({1 << 20}, o);
   auto u = torch::zeros({1 << 20}, o);
@@ -209,11 +241,11 @@ TEST_CASE("side streams and CUDA-graph replays are attributed", "[gpu][streams][
   cudaGraphExec_t exec = nullptr;
   {
     c10::cuda::CUDAStreamGuard g(side);
-    REQUIRE(cudaStreamBeginCapture(side.stream(), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    CATCH_REQUIRE(cudaStreamBeginCapture(side.stream(), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
     for (int i = 0; i < 5; ++i) u.add_(1.0);
-    REQUIRE(cudaStreamEndCapture(side.stream(), &graph) == cudaSuccess);
+    CATCH_REQUIRE(cudaStreamEndCapture(side.stream(), &graph) == cudaSuccess);
   }
-  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  CATCH_REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
   lt::synchronize();
   auto r = run_profiled(make_cupti(), 4, [&](int) {
     TRACEML_STEP();
@@ -234,24 +266,24 @@ TEST_CASE("side streams and CUDA-graph replays are attributed", "[gpu][streams][
     }
     {
       TRACEML_PHASE_NAMED("replay");
-      for (int i = 0; i < 3; ++i) REQUIRE(cudaGraphLaunch(exec, main_stream.stream()) == cudaSuccess);
+      for (int i = 0; i < 3; ++i) CATCH_REQUIRE(cudaGraphLaunch(exec, main_stream.stream()) == cudaSuccess);
     }
     lt::synchronize();
   });
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   for (std::size_t i = 1; i < r.steps.size(); ++i) {
-    REQUIRE(r.steps[i].gpu.has_value());
+    CATCH_REQUIRE(r.steps[i].gpu.has_value());
     const auto& g = *r.steps[i].gpu;
-    CAPTURE(i);
-    CHECK(count(g, "side", -1) == 11);
-    CHECK(count(g, "fork_join", -1) == 10);
-    CHECK(count(g, "replay", -1) == 15);
-    CHECK(g.unattributed_kernels == 0);
+    CATCH_CAPTURE(i);
+    CATCH_CHECK(count(g, "side", -1) == 11);
+    CATCH_CHECK(count(g, "fork_join", -1) == 10);
+    CATCH_CHECK(count(g, "replay", -1) == 15);
+    CATCH_CHECK(g.unattributed_kernels == 0);
   }
 }
 
-TEST_CASE("a LibTorch transformer training loop: >= 99.9% of kernels attributed", "[gpu][coverage]") {
+CATCH_TEST_CASE("a LibTorch transformer training loop: >= 99.9% of kernels attributed", "[gpu][coverage]") {
   standin::config cfg;
   cfg.layers = 4;
   cfg.hidden = 1024;
@@ -275,7 +307,7 @@ TEST_CASE("a LibTorch transformer training loop: >= 99.9% of kernels attributed"
   auto r = run_profiled(make_cupti(), 10, step);
   std::uint64_t total = 0, in_phases = 0, dropped = 0;
   for (auto& s : r.steps) {
-    REQUIRE(s.gpu.has_value());
+    CATCH_REQUIRE(s.gpu.has_value());
     total += s.gpu->total.kernel_count;
     for (auto& p : s.gpu->phases) in_phases += p.facts.kernel_count;
     dropped += s.gpu->dropped_records;
@@ -285,13 +317,13 @@ TEST_CASE("a LibTorch transformer training loop: >= 99.9% of kernels attributed"
               "%.0f kernels per step\n",
               static_cast<unsigned long long>(in_phases), static_cast<unsigned long long>(total), 100.0 * coverage,
               static_cast<unsigned long long>(dropped), static_cast<double>(total) / static_cast<double>(r.steps.size()));
-  CHECK(total > 1000);
-  CHECK(coverage >= 0.999);
-  CHECK(dropped == 0);
-  CHECK(r.steps.back().gpu->peak_allocated_bytes > 0);
+  CATCH_CHECK(total > 1000);
+  CATCH_CHECK(coverage >= 0.999);
+  CATCH_CHECK(dropped == 0);
+  CATCH_CHECK(r.steps.back().gpu->peak_allocated_bytes > 0);
 }
 
-TEST_CASE("CUDA-event timing matches a synchronized measurement", "[gpu][events]") {
+CATCH_TEST_CASE("CUDA-event timing matches a synchronized measurement", "[gpu][events]") {
   auto a = torch::randn({4096, 4096}, torch::TensorOptions().device(torch::kCUDA));
   auto b = torch::randn({4096, 4096}, torch::TensorOptions().device(torch::kCUDA));
   torch::Tensor c;
@@ -313,7 +345,7 @@ TEST_CASE("CUDA-event timing matches a synchronized measurement", "[gpu][events]
   eo.current_stream = lt::current_stream_provider();
   eo.memory = lt::caching_allocator_sampler();
   auto src = std::make_unique<traceml::cuda_events_source>(eo);
-  REQUIRE(src->ok());
+  CATCH_REQUIRE(src->ok());
   auto r = run_profiled(std::move(src), 5, [&](int) {
     TRACEML_STEP();
     { TRACEML_PHASE_NAMED("heavy"); work(); }
@@ -321,20 +353,20 @@ TEST_CASE("CUDA-event timing matches a synchronized measurement", "[gpu][events]
   });
   std::vector<double> ev;
   for (auto& s : r.steps) {
-    REQUIRE(s.gpu.has_value());
-    CHECK_FALSE(s.gpu->kernels_measured);
+    CATCH_REQUIRE(s.gpu.has_value());
+    CATCH_CHECK_FALSE(s.gpu->kernels_measured);
     auto* p = phase(*s.gpu, "heavy", -1);
-    REQUIRE(p);
+    CATCH_REQUIRE(p);
     ev.push_back(static_cast<double>(p->facts.span_ns));
   }
   std::sort(ev.begin(), ev.end());
   std::printf("heavy phase: CUDA events %.3f ms, synchronized wall %.3f ms\n", ev[ev.size() / 2] / 1e6,
               ref[ref.size() / 2] / 1e6);
-  CHECK(ev[ev.size() / 2] == Approx(ref[ref.size() / 2]).epsilon(0.05).margin(50e3));
-  CHECK(r.summary.gpu_status.find("CUDA-event") != std::string::npos);
+  CATCH_CHECK(ev[ev.size() / 2] == Approx(ref[ref.size() / 2]).epsilon(0.05).margin(50e3));
+  CATCH_CHECK(r.summary.gpu_status.find("CUDA-event") != std::string::npos);
 }
 
-TEST_CASE("memory peaks are per step", "[gpu][memory]") {
+CATCH_TEST_CASE("memory peaks are per step", "[gpu][memory]") {
   auto r = run_profiled(make_cupti(), 2, [&](int i) {
     TRACEML_STEP();
     TRACEML_PHASE(forward);
@@ -344,25 +376,42 @@ TEST_CASE("memory peaks are per step", "[gpu][memory]") {
     }
     auto small = torch::ones({1024}, torch::TensorOptions().device(torch::kCUDA));
   });
-  REQUIRE(r.steps.size() == 2);
+  CATCH_REQUIRE(r.steps.size() == 2);
   const auto p0 = r.steps[0].gpu->peak_allocated_bytes;
   const auto p1 = r.steps[1].gpu->peak_allocated_bytes;
-  CHECK(p0 >= (std::int64_t{2} << 30));
-  CHECK(p1 >= 0);
-  CHECK(p1 < (std::int64_t{1} << 30));  // the peak was reset at step 0's end
-  CHECK(r.steps[1].gpu->peak_reserved_bytes >= p1);
+  CATCH_CHECK(p0 >= (std::int64_t{2} << 30));
+  CATCH_CHECK(p1 >= 0);
+  CATCH_CHECK(p1 < (std::int64_t{1} << 30));  // the peak was reset at step 0's end
+  CATCH_CHECK(r.steps[1].gpu->peak_reserved_bytes >= p1);
 }
 
-TEST_CASE("one CUPTI source at a time - shut down cleanly and start again", "[gpu][degrade]") {
+CATCH_TEST_CASE("sampled kernel records: measured steps exact - the others say so", "[gpu][sampling]") {
+  mlp_loop loop;
+  loop.step(false);
+  auto r = run_profiled(make_cupti(3), 7, [&](int) { loop.step(false); });
+  CATCH_REQUIRE(r.steps.size() == 7);
+  for (auto& s : r.steps) {
+    CATCH_REQUIRE(s.gpu.has_value());
+    CATCH_CAPTURE(s.step);
+    CATCH_CHECK(s.gpu->kernels_measured == (s.step % 3 == 0));
+    if (s.gpu->kernels_measured) CATCH_CHECK(count(*s.gpu, "counted", -1) == 37);
+    else CATCH_CHECK(s.gpu->total.kernel_count == 0);
+    const auto* c = phase(*s.gpu, "counted", -1);
+    CATCH_REQUIRE(c);
+    CATCH_CHECK(c->facts.span_ns > 0);  // markers time every step
+  }
+}
+
+CATCH_TEST_CASE("one CUPTI source at a time - shut down cleanly and start again", "[gpu][degrade]") {
   {
     auto first = make_cupti();
     traceml::cupti_source second;
-    CHECK_FALSE(second.ok());
-    CHECK(second.status().find("another traceml CUPTI source") != std::string::npos);
+    CATCH_CHECK_FALSE(second.ok());
+    CATCH_CHECK(second.status().find("another traceml CUPTI source") != std::string::npos);
   }
   // After the first one's destructor (flush, disable, finalize) a new one attaches again.
   traceml::cupti_source again;
-  CHECK(again.ok());
+  CATCH_CHECK(again.ok());
 }
 
 int main(int argc, char** argv) {
