@@ -78,6 +78,7 @@ struct hook_stack {
 };
 inline thread_local hook_stack tls_hooks;
 
+TRACEML_BEGIN_MODE_NAMESPACE
 inline const char* describe_open(const hook_stack& s) {
   return s.size ? s.spans[s.size - 1].name : "nothing";
 }
@@ -139,9 +140,11 @@ inline void hook_reset_thread() noexcept {
     if (top.active) nvtx_pop();
   }
 }
+TRACEML_END_MODE_NAMESPACE
 }  // namespace detail
 #endif
 
+TRACEML_BEGIN_MODE_NAMESPACE
 /// A callback that turns hooks into records, exactly as scopes would. The profiler derives from it.
 class recording_callback : public callback {
  public:
@@ -164,5 +167,6 @@ class recording_callback : public callback {
   }
 #endif
 };
+TRACEML_END_MODE_NAMESPACE
 
 TRACEML_END_NAMESPACE

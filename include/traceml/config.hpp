@@ -31,3 +31,18 @@
 #ifndef TRACEML_HAS_NVTX
 #define TRACEML_HAS_NVTX 0
 #endif
+
+// Everything whose body depends on the two switches above (scopes, hooks, the profiler) lives in a
+// further inline namespace named after the mode. A program whose translation units were built in
+// different modes (one with NVTX headers on its include path, one without; one with TRACEML_DISABLE)
+// then gets each TU's own definitions instead of an ODR violation where the linker keeps one at
+// random; the recorder's state stays shared.
+#if !TRACEML_ENABLED
+#define TRACEML_MODE_NAMESPACE mode_off
+#elif TRACEML_HAS_NVTX
+#define TRACEML_MODE_NAMESPACE mode_nvtx
+#else
+#define TRACEML_MODE_NAMESPACE mode_plain
+#endif
+#define TRACEML_BEGIN_MODE_NAMESPACE inline namespace TRACEML_MODE_NAMESPACE {
+#define TRACEML_END_MODE_NAMESPACE }

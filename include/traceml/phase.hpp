@@ -25,8 +25,10 @@
 #include "traceml/detail/recorder.hpp"
 #else
 TRACEML_BEGIN_NAMESPACE
+TRACEML_BEGIN_MODE_NAMESPACE
 inline void set_enabled(bool) noexcept {}
 inline bool enabled() noexcept { return false; }
+TRACEML_END_MODE_NAMESPACE
 TRACEML_END_NAMESPACE
 #endif
 
@@ -53,6 +55,8 @@ struct tag_kind { static constexpr phase_kind value = phase_kind::user; };
 template <class Tag>
 struct tag_kind<Tag, decltype(void(Tag::kind))> { static constexpr phase_kind value = Tag::kind; };
 }  // namespace detail
+
+TRACEML_BEGIN_MODE_NAMESPACE
 
 /// Base of every scope: noexcept, not copyable, not movable, not allocatable on the heap (a scope
 /// that outlived its block would record a lie).
@@ -109,6 +113,7 @@ class named_phase : public scope_guard_base {
 #endif
 };
 
+TRACEML_END_MODE_NAMESPACE
 TRACEML_END_NAMESPACE
 
 #if TRACEML_ENABLED

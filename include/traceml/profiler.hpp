@@ -46,6 +46,7 @@ struct profiler_options {
   std::vector<std::pair<std::string, std::string>> config;  ///< echoed into the outputs
 };
 
+TRACEML_BEGIN_MODE_NAMESPACE
 #if TRACEML_ENABLED
 class profiler : public recording_callback, private recorder_observer {
  public:
@@ -237,5 +238,6 @@ class profiler : public recording_callback {
   run_result result_;
 };
 #endif
+TRACEML_END_MODE_NAMESPACE
 
 TRACEML_END_NAMESPACE

@@ -13,6 +13,7 @@
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
+TRACEML_BEGIN_MODE_NAMESPACE
 
 #if TRACEML_HAS_NVTX
 inline nvtxDomainHandle_t nvtx_domain() noexcept {
@@ -41,5 +42,6 @@ inline void nvtx_push(const char*, phase_kind, std::int32_t) noexcept {}
 inline void nvtx_pop() noexcept {}
 #endif
 
+TRACEML_END_MODE_NAMESPACE
 }  // namespace detail
 TRACEML_END_NAMESPACE

@@ -144,6 +144,7 @@ struct open_span {
   bool active = false;
 };
 
+TRACEML_BEGIN_MODE_NAMESPACE
 inline void begin_span(open_span& s, phase_kind kind, const char* name) noexcept {
   auto& R = recorder();
   if (!R.enabled.load(std::memory_order_relaxed)) {
@@ -212,6 +213,7 @@ inline void end_span(open_span& s) noexcept {
   if (R.observe_phases.load(std::memory_order_relaxed)) o->on_scope_end(r);
   if (r.kind == phase_kind::step) o->on_step_end(r);
 }
+TRACEML_END_MODE_NAMESPACE
 
 /// Move every buffered record to `f` and return the number dropped since the last call.
 template <class F>
@@ -233,6 +235,7 @@ std::uint64_t drain_all(F&& f) {
 
 }  // namespace detail
 
+TRACEML_BEGIN_MODE_NAMESPACE
 /// Switch recording on or off at run time, without rebuilding. A scope opened while off records
 /// nothing (and opens no NVTX range). Cost when off: one relaxed atomic load per scope.
 inline void set_enabled(bool on) noexcept {
@@ -241,5 +244,6 @@ inline void set_enabled(bool on) noexcept {
 inline bool enabled() noexcept {
   return TRACEML_ENABLED && detail::recorder().enabled.load(std::memory_order_relaxed);
 }
+TRACEML_END_MODE_NAMESPACE
 
 TRACEML_END_NAMESPACE
