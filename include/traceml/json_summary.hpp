@@ -31,6 +31,7 @@ inline void write_gpu_facts(json_writer& w, const gpu_facts& f) {
   w.member("kernel_count", f.kernel_count);
   w.member("memcpy_ms", static_cast<double>(f.memcpy_ns) / 1e6).member("memcpy_bytes", f.memcpy_bytes);
   w.member("memset_ms", static_cast<double>(f.memset_ns) / 1e6).member("memset_bytes", f.memset_bytes);
+  if (f.span_ns >= 0) w.member("gpu_span_ms", static_cast<double>(f.span_ns) / 1e6);
 }
 
 inline void write_kernels(json_writer& w, const std::vector<kernel_stat>& ks) {
@@ -56,7 +57,7 @@ inline void write_step(json_writer& w, const step_result& st, std::optional<bool
   w.end_array();
   if (st.gpu) {
     const auto& g = *st.gpu;
-    w.key("gpu").begin_object();
+    w.key("gpu").begin_object().member("kernels_measured", g.kernels_measured);
     write_gpu_facts(w, g.total);
     w.member("peak_allocated_bytes", g.peak_allocated_bytes).member("peak_reserved_bytes", g.peak_reserved_bytes);
     w.member("unattributed_kernels", g.unattributed_kernels).member("dropped_records", g.dropped_records);
@@ -95,6 +96,10 @@ inline void write_summary(json_writer& w, const run_summary& s) {
       w.key("top_kernels");
       write_kernels(w, p.top_kernels);
     }
+    if (p.gpu_span_ms) {
+      w.key("gpu_span_ms");
+      write_stats(w, *p.gpu_span_ms);
+    }
     w.end_object();
   }
   w.end_array();
@@ -104,6 +109,10 @@ inline void write_summary(json_writer& w, const run_summary& s) {
     write_stats(w, *s.step_kernel_ms);
     w.key("step_busy_ms");
     write_stats(w, *s.step_busy_ms);
+  }
+  if (s.step_gpu_span_ms) {
+    w.key("step_gpu_span_ms");
+    write_stats(w, *s.step_gpu_span_ms);
   }
   w.member("peak_allocated_bytes", s.peak_allocated_bytes).member("peak_reserved_bytes", s.peak_reserved_bytes);
   w.member("unattributed_kernels", s.unattributed_kernels).member("dropped_records", s.dropped_gpu_records);

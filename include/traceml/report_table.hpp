@@ -29,12 +29,14 @@ inline std::string format_table(const run_result& run) {
   using detail::pad;
   const auto& s = run.summary;
   const bool gpu = s.step_kernel_ms.has_value();
+  const bool span_only = !gpu && s.step_gpu_span_ms.has_value();  // CUDA-event timing
   std::string out;
   out += "traceml: " + run.name + "  (" + std::to_string(s.steps - s.warmup_steps) + " steps measured, " +
          std::to_string(s.warmup_steps) + " warm-up excluded)\n";
   std::string header = pad("phase", 22, true) + pad("mean ms", 11) + pad("median", 11) + pad("p10", 11) +
                        pad("p90", 11) + pad("min", 11) + pad("max", 11) + pad("std", 10) + pad("share", 8);
   if (gpu) header += pad("kernel ms", 11) + pad("gpu idle%", 10) + pad("kernels", 9);
+  if (span_only) header += pad("gpu ms", 11);
   out += header + "\n" + std::string(header.size(), '-') + "\n";
   const auto row = [&](const std::string& name, const summary_stats& w, double share, const phase_summary* p) {
     std::string line = pad(name, 22, true) + pad(format_ms(w.mean), 11) + pad(format_ms(w.median), 11) +
@@ -46,6 +48,7 @@ inline std::string format_table(const run_result& run) {
       line += pad(format_ms(p->kernel_ms->mean), 11) + pad(detail::fmt("%.1f", idle_pct), 10) +
               pad(detail::fmt("%.0f", p->kernels_per_step), 9);
     }
+    if (span_only && p && p->gpu_span_ms) line += pad(format_ms(p->gpu_span_ms->mean), 11);
     out += line + "\n";
   };
   for (const auto& p : s.phases) row(p.top_level ? p.name : "  " + p.name + " (nested)", p.wall_ms, p.share, &p);
@@ -59,6 +62,7 @@ inline std::string format_table(const run_result& run) {
     const double idle_pct = s.step_ms.mean > 0 ? 100.0 * (1.0 - s.step_busy_ms->mean / s.step_ms.mean) : 0;
     step_line += pad(format_ms(s.step_kernel_ms->mean), 11) + pad(detail::fmt("%.1f", idle_pct), 10);
   }
+  if (span_only) step_line += pad(format_ms(s.step_gpu_span_ms->mean), 11);
   out += step_line + "\n";
   if (s.tokens_per_s > 0) out += "throughput: " + detail::fmt("%.1f", s.tokens_per_s) + " tokens/s\n";
   if (s.samples_per_s > 0) out += "throughput: " + detail::fmt("%.2f", s.samples_per_s) + " samples/s\n";

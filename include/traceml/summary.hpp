@@ -50,13 +50,15 @@ struct phase_summary {
   bool top_level = true;
   summary_stats wall_ms;
   double share = 0;  ///< mean wall / mean step time
-  // GPU columns, present when a GPU source reported on the measured steps.
+  // GPU columns, present when a GPU source measured kernels (CUPTI) on the measured steps.
   std::optional<summary_stats> kernel_ms;
   std::optional<summary_stats> busy_ms;
   std::optional<summary_stats> idle_ms;
   double kernels_per_step = 0;
   double kernels_per_microbatch = 0;  ///< for phases inside micro-batches
   std::vector<kernel_stat> top_kernels;  ///< over the measured steps
+  /// GPU time between the phase's boundaries on its stream (CUDA events, or CUPTI markers).
+  std::optional<summary_stats> gpu_span_ms;
 };
 
 /// Statistics of a whole run.
@@ -70,6 +72,7 @@ struct run_summary {
   double samples_per_s = 0;
   std::optional<summary_stats> step_kernel_ms;  ///< GPU kernel time per step
   std::optional<summary_stats> step_busy_ms;
+  std::optional<summary_stats> step_gpu_span_ms;  ///< GPU time of the step window (events or markers)
   std::int64_t peak_allocated_bytes = -1;
   std::int64_t peak_reserved_bytes = -1;
   std::uint64_t dropped_records = 0;       ///< CPU records lost to full rings
@@ -201,38 +204,44 @@ inline run_summary summarize_run(const std::vector<step_result>& steps, std::siz
       }
     }
 
-  bool any_gpu = false;
-  std::vector<double> step_kernel, step_busy;
+  std::vector<double> step_kernel, step_busy, step_span;
   for (auto it = first; it != steps.end(); ++it) {
     if (!it->gpu) continue;
-    any_gpu = true;
-    step_kernel.push_back(static_cast<double>(it->gpu->total.kernel_ns) / 1e6);
-    step_busy.push_back(static_cast<double>(it->gpu->total.busy_ns) / 1e6);
+    if (it->gpu->kernels_measured) {
+      step_kernel.push_back(static_cast<double>(it->gpu->total.kernel_ns) / 1e6);
+      step_busy.push_back(static_cast<double>(it->gpu->total.busy_ns) / 1e6);
+    }
+    if (it->gpu->total.span_ns >= 0) step_span.push_back(static_cast<double>(it->gpu->total.span_ns) / 1e6);
     s.peak_allocated_bytes = std::max(s.peak_allocated_bytes, it->gpu->peak_allocated_bytes);
     s.peak_reserved_bytes = std::max(s.peak_reserved_bytes, it->gpu->peak_reserved_bytes);
     s.unattributed_kernels += it->gpu->unattributed_kernels;
   }
   for (const auto& st : steps)
     if (st.gpu) s.dropped_gpu_records += st.gpu->dropped_records;
-  if (any_gpu) {
+  if (!step_kernel.empty()) {
     s.step_kernel_ms = summarize(step_kernel);
     s.step_busy_ms = summarize(step_busy);
   }
+  if (!step_span.empty()) s.step_gpu_span_ms = summarize(step_span);
 
   for (auto& ps : s.phases) {
-    std::vector<double> wall, kernel, busy, idle;
+    std::vector<double> wall, kernel, busy, idle, span;
     double kernels = 0, micro_entries = 0;
     for (auto it = first; it != steps.end(); ++it) {
       const phase_time* p = it->find(ps.kind, ps.name);
       wall.push_back(p ? p->wall_ms : 0.0);
       if (!it->gpu) continue;
       gpu_facts f;
+      bool has_span = false;
       for (const auto& g : it->gpu->phases) {
         if (g.kind != ps.kind || ps.name != g.name) continue;
         f += g.facts;
+        has_span = has_span || g.facts.span_ns >= 0;
         if (g.microbatch >= 0) micro_entries += 1;
         detail::merge_kernels(ps.top_kernels, g.top_kernels);
       }
+      if (has_span) span.push_back(static_cast<double>(f.span_ns) / 1e6);
+      if (!it->gpu->kernels_measured) continue;  // CUDA events: zeros would mean "not measured"
       kernel.push_back(static_cast<double>(f.kernel_ns) / 1e6);
       busy.push_back(static_cast<double>(f.busy_ns) / 1e6);
       idle.push_back(static_cast<double>(f.idle_ns) / 1e6);
@@ -240,6 +249,7 @@ inline run_summary summarize_run(const std::vector<step_result>& steps, std::siz
     }
     ps.wall_ms = summarize(wall);
     ps.share = s.step_ms.mean > 0 ? ps.wall_ms.mean / s.step_ms.mean : 0;
+    if (!span.empty()) ps.gpu_span_ms = summarize(span);
     if (!kernel.empty()) {
       ps.kernel_ms = summarize(kernel);
       ps.busy_ms = summarize(busy);

@@ -106,6 +106,7 @@ TEST_CASE("summarize_run: warm-up excluded, zero for missing phases, GPU columns
     if (i == 3) st.phases.push_back({phase_kind::user, "eval", 4, 1, true});  // only in the last step
     step_gpu_report g;
     g.step = i;
+    g.kernels_measured = true;
     g.total.kernel_ns = 4'000'000 * (i + 1);
     g.total.busy_ns = 3'000'000;
     g.peak_allocated_bytes = 1000 * (i + 1);
@@ -146,4 +147,34 @@ TEST_CASE("summarize_run: warm-up excluded, zero for missing phases, GPU columns
   REQUIRE(s.step_kernel_ms);
   CHECK(s.step_kernel_ms->mean == Approx((8 + 12 + 16) / 3.0));
   CHECK(s.peak_allocated_bytes == 4000);
+}
+
+TEST_CASE("summarize_run: CUDA-event reports give GPU spans, never kernel zeros", "[stats]") {
+  std::vector<step_result> steps;
+  for (int i = 0; i < 3; ++i) {
+    step_result st;
+    st.step = i;
+    st.wall_ms = 10;
+    st.phases.push_back({phase_kind::forward, "forward", 6, 2, true});
+    step_gpu_report g;
+    g.step = i;
+    g.kernels_measured = false;  // events: only spans are known
+    g.total.span_ns = 9'000'000;
+    phase_gpu_facts f;
+    f.kind = phase_kind::forward;
+    f.name = "forward";
+    f.microbatch = 0;
+    f.facts.span_ns = 2'000'000 + 1'000'000 * i;
+    g.phases = {f, f};
+    g.phases[1].microbatch = 1;
+    st.gpu = g;
+    steps.push_back(st);
+  }
+  const auto s = summarize_run(steps, 0);
+  CHECK_FALSE(s.step_kernel_ms);
+  CHECK_FALSE(s.phases[0].kernel_ms);
+  REQUIRE(s.step_gpu_span_ms);
+  CHECK(s.step_gpu_span_ms->mean == Approx(9));
+  REQUIRE(s.phases[0].gpu_span_ms);
+  CHECK(s.phases[0].gpu_span_ms->mean == Approx((4 + 6 + 8) / 3.0));  // two micro-batches per step
 }
