@@ -94,8 +94,18 @@ inline config config_from_json(const nlohmann::json& j, const std::string& origi
   };
   if (auto it = j.find("model_type"); it != j.end() && it->is_string() && *it != "qwen3")
     throw std::invalid_argument(origin + ": model_type is '" + it->get<std::string>() + "', expected 'qwen3'");
-  if (auto it = j.find("rope_scaling"); it != j.end() && !it->is_null())
-    throw std::invalid_argument(origin + ": rope_scaling is set; only plain rotary embeddings are implemented");
+  // Rotary parameters: "rope_parameters" in newer configs, "rope_scaling" in older ones (null for
+  // plain rotary embeddings). Only the default (unscaled) rotary type is implemented.
+  const nlohmann::json* rope = nullptr;
+  for (const char* key : {"rope_parameters", "rope_scaling"})
+    if (auto it = j.find(key); it != j.end() && !it->is_null() && !rope) {
+      if (!it->is_object()) throw std::invalid_argument(origin + ": " + key + " is not an object");
+      rope = &*it;
+      const auto type = it->value("rope_type", it->value("type", std::string("default")));
+      if (type != "default")
+        throw std::invalid_argument(origin + ": " + key + " has rope type '" + type +
+                                    "'; only plain rotary embeddings (default) are implemented");
+    }
   if (auto it = j.find("attention_bias"); it != j.end() && it->is_boolean() && it->get<bool>())
     throw std::invalid_argument(origin + ": attention_bias=true is not implemented");
   if (auto it = j.find("use_sliding_window"); it != j.end() && it->is_boolean() && it->get<bool>())
@@ -115,15 +125,9 @@ inline config config_from_json(const nlohmann::json& j, const std::string& origi
     c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<std::int64_t>()
                                                                     : c.hidden_size / c.num_heads;
     c.rms_eps = j.value("rms_norm_eps", 1e-6);
-    // Newer configs keep the rotary base under rope_parameters; older ones as rope_theta.
     if (j.contains("rope_theta") && j["rope_theta"].is_number()) c.rope_theta = j["rope_theta"].get<double>();
-    else if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
-      const auto& rp = j["rope_parameters"];
-      if (rp.contains("rope_type") && rp["rope_type"].is_string() && rp["rope_type"] != "default")
-        throw std::invalid_argument(origin + ": rope_type '" + rp["rope_type"].get<std::string>() +
-                                    "' is not implemented (default only)");
-      c.rope_theta = rp.value("rope_theta", 1e6);
-    } else c.rope_theta = 1e6;
+    else if (rope && rope->contains("rope_theta")) c.rope_theta = (*rope)["rope_theta"].get<double>();
+    else c.rope_theta = 1e6;
     c.tie_word_embeddings = j.value("tie_word_embeddings", true);
     c.max_position_embeddings = j.value("max_position_embeddings", std::int64_t{40960});
   } catch (const nlohmann::json::exception& e) {

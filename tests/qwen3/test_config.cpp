@@ -79,6 +79,13 @@ TEST_CASE("config.json round trip and rejection", "[qwen3][config]") {
     j.erase("rope_theta");
     j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5000.0}};
     CHECK(qwen3::config_from_json(j).rope_theta == 5000.0);
+    j["rope_parameters"]["rope_type"] = "yarn";
+    CHECK_THROWS_WITH(qwen3::config_from_json(j), Catch::Contains("rope type 'yarn'"));
+  }
+  SECTION("a null rope_scaling is plain rotary") {
+    auto j = qwen3::to_json(tiny);
+    j["rope_scaling"] = nullptr;
+    CHECK(qwen3::config_from_json(j).rope_theta == tiny.rope_theta);
   }
   SECTION("errors name the problem") {
     auto j = qwen3::to_json(tiny);
@@ -89,8 +96,8 @@ TEST_CASE("config.json round trip and rejection", "[qwen3][config]") {
     bad["model_type"] = "llama";
     CHECK_THROWS_WITH(qwen3::config_from_json(bad), Catch::Contains("model_type is 'llama'"));
     bad = j;
-    bad["rope_scaling"] = {{"type", "yarn"}};
-    CHECK_THROWS_WITH(qwen3::config_from_json(bad), Catch::Contains("rope_scaling"));
+    bad["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+    CHECK_THROWS_WITH(qwen3::config_from_json(bad), Catch::Contains("rope_scaling has rope type 'linear'"));
     bad = j;
     bad["num_key_value_heads"] = 3;
     CHECK_THROWS_WITH(qwen3::config_from_json(bad), Catch::Contains("not a multiple"));
