@@ -71,3 +71,11 @@ TEST_CASE("token files: little-endian uint32, cut into examples", "[qwen3][data]
     CHECK_THROWS_WITH(qwen3::token_file(dir.file("missing"), 1000, 4), Catch::Contains("cannot open"));
   }
 }
+
+TEST_CASE("synthetic ids are pinned (benchmarks/reference_hf.py generates the same)", "[qwen3][data]") {
+  // Values from the Python implementation of the same rule, so both trainers see the same tokens.
+  qwen3::synthetic_tokens a(1000, 8, 42), b(151936, 4, 1234);
+  const std::vector<std::int64_t> e0{291, 858, 764, 250, 62, 925, 908, 5}, e5{151904, 146423, 7016, 12732};
+  CHECK(torch::equal(a.examples(0, 1)[0], torch::tensor(e0)));
+  CHECK(torch::equal(b.examples(5, 1)[0], torch::tensor(e5)));
+}

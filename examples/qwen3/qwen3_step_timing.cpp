@@ -1,0 +1,89 @@
+// qwen3_step_timing: a bare step-time measurement of the LoRA trainer, without the profiler, for a
+// quick look at a preset and a few schedules (the full experiment is qwen3_accumulation).
+//
+//   qwen3_step_timing [--preset qwen3-1.7b] [--schedules 4x1,1x4] [--steps 10] [--warmup 3]
+//                     [--seq-len 512] [--dtype bfloat16|float32] [--checkpointing] [--device cuda]
+//
+// Each schedule gets a fresh model (same seed), `warmup` untimed steps, then `steps` timed ones;
+// every timed step ends with a loss read, a CPU-GPU sync point, so its wall time includes all of its
+// GPU work. Prints the median step time per schedule.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <torch/cuda.h>
+
+#include "qwen3.hpp"
+
+namespace {
+struct step_clock : traceml::callback {
+  std::vector<double> ms;
+  std::chrono::steady_clock::time_point start;
+  void on_step_begin() override { start = std::chrono::steady_clock::now(); }
+  void on_step_end() override {
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+};
+int usage() {
+  std::cerr << "usage: qwen3_step_timing [--preset NAME] [--schedules 4x1,1x4] [--steps N] [--warmup N]"
+               " [--seq-len N] [--dtype bfloat16|float32] [--checkpointing] [--device cuda|cpu]\n";
+  return 2;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string preset = "qwen3-1.7b", schedules = "4x1,1x4", device_name = torch::cuda::is_available() ? "cuda" : "cpu";
+  std::int64_t steps = 10, warmup = 3, seq = 512;
+  torch::Dtype dtype = torch::kBFloat16;
+  bool checkpointing = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--preset") preset = next();
+    else if (a == "--schedules") schedules = next();
+    else if (a == "--steps") steps = std::stoll(next());
+    else if (a == "--warmup") warmup = std::stoll(next());
+    else if (a == "--seq-len") seq = std::stoll(next());
+    else if (a == "--dtype") dtype = next() == "float32" ? torch::kFloat32 : torch::kBFloat16;
+    else if (a == "--checkpointing") checkpointing = true;
+    else if (a == "--device") device_name = next();
+    else return usage();
+  }
+  try {
+    const auto cfg = qwen3::preset(preset);
+    const torch::Device device(device_name);
+    qwen3::synthetic_tokens data(cfg.vocab_size, seq, 1234);
+    std::printf("%s, seq %lld, %s, checkpointing %s, %s\n", preset.c_str(), static_cast<long long>(seq),
+                dtype == torch::kBFloat16 ? "bf16" : "fp32", checkpointing ? "on" : "off", device_name.c_str());
+    for (const auto& s : qwen3::parse_schedules(schedules)) {
+      torch::manual_seed(1234);
+      qwen3::Qwen3 model(cfg, qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(checkpointing));
+      qwen3::adamw opt(qwen3::apply_lora(*model, qwen3::lora_options{}));
+      traceml::callback_list none;
+      qwen3::train_options t;
+      t.sched = s;
+      t.steps = warmup;
+      t.sync_each_step = true;
+      qwen3::train(*model, opt, data, t, none);
+      step_clock clock;
+      traceml::callback_list callbacks;
+      callbacks.add(clock);
+      t.steps = steps;
+      t.first_step = warmup;
+      const auto losses = qwen3::train(*model, opt, data, t, callbacks);
+      auto sorted = clock.ms;
+      std::sort(sorted.begin(), sorted.end());
+      const double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+      std::printf("%-6s median %8.1f ms/step  min %8.1f  max %8.1f  last loss %.4f\n", s.name().c_str(), median,
+                  sorted.empty() ? 0.0 : sorted.front(), sorted.empty() ? 0.0 : sorted.back(),
+                  losses.empty() ? 0.0 : losses.back());
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "qwen3_step_timing: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
