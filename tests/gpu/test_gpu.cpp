@@ -61,12 +61,18 @@ void explain_unattributed(const traceml::attribution_input& in, const traceml::a
   }
 }
 
-std::unique_ptr<traceml::gpu_source> make_cupti(int sample_every = 1) {
+std::unique_ptr<traceml::gpu_source> make_cupti(int sample_every = 1,
+                                                std::vector<traceml::gpu_activity>* activities = nullptr) {
   auto o = torch_options();
   o.cupti_opts.current_stream = o.current_stream;
   o.cupti_opts.memory = o.memory;
   o.cupti_opts.sample_every = sample_every;
-  o.cupti_opts.round_tap = explain_unattributed;
+  // The profiler moves activities into its trace at finish(): tests read them as rounds resolve.
+  o.cupti_opts.round_tap = [activities](const traceml::attribution_input& in, const traceml::attribution_output& out) {
+    explain_unattributed(in, out);
+    if (activities)
+      for (auto& r : out.reports) activities->insert(activities->end(), r.activities.begin(), r.activities.end());
+  };
   auto s = std::make_unique<traceml::cupti_source>(o.cupti_opts);
   CATCH_INFO("CUPTI source: " << s->status());
   CATCH_REQUIRE(s->ok());
@@ -206,7 +212,8 @@ CATCH_TEST_CASE("kernel times sit on the now_ns() clock", "[gpu][clock]") {
   auto a = torch::randn({4096, 4096}, torch::TensorOptions().device(torch::kCUDA));
   lt::synchronize();
   std::int64_t t0 = 0, t1 = 0;
-  auto r = run_profiled(make_cupti(), 2, [&](int i) {
+  std::vector<traceml::gpu_activity> acts;
+  auto r = run_profiled(make_cupti(1, &acts), 2, [&](int i) {
     TRACEML_STEP();
     TRACEML_PHASE(forward);
     lt::synchronize();
@@ -217,10 +224,9 @@ CATCH_TEST_CASE("kernel times sit on the now_ns() clock", "[gpu][clock]") {
   }, /*keep_activities=*/true);
   CATCH_REQUIRE(r.steps.size() == 2);
   CATCH_REQUIRE(r.steps[1].gpu.has_value());
-  const auto& acts = r.steps[1].gpu->activities;
   int kernels = 0;
   for (auto& act : acts) {
-    if (act.what != traceml::gpu_activity::type::kernel) continue;
+    if (act.what != traceml::gpu_activity::type::kernel || act.step != 1) continue;
     ++kernels;
     CATCH_CAPTURE(act.name, act.begin_ns - t0, t1 - act.end_ns);
     CATCH_CHECK(act.begin_ns >= t0 - 20000);  // 20 us: the mapping's stated tolerance
@@ -394,11 +400,17 @@ CATCH_TEST_CASE("sampled kernel records: measured steps exact - the others say s
     CATCH_REQUIRE(s.gpu.has_value());
     CATCH_CAPTURE(s.step);
     CATCH_CHECK(s.gpu->kernels_measured == (s.step % 3 == 0));
-    if (s.gpu->kernels_measured) CATCH_CHECK(count(*s.gpu, "counted", -1) == 37);
-    else CATCH_CHECK(s.gpu->total.kernel_count == 0);
     const auto* c = phase(*s.gpu, "counted", -1);
     CATCH_REQUIRE(c);
-    CATCH_CHECK(c->facts.span_ns > 0);  // markers time every step
+    if (s.gpu->kernels_measured) {
+      CATCH_CHECK(count(*s.gpu, "counted", -1) == 37);
+      CATCH_CHECK(c->facts.span_ns > 0);
+    } else {
+      // Nothing measured is reported as such: no kernels, and span_ns -1 unless markers timed it.
+      CATCH_CHECK(s.gpu->total.kernel_count == 0);
+      CATCH_CHECK(c->top_kernels.empty());
+      CATCH_CHECK(c->facts.span_ns != 0);
+    }
   }
 }
 
