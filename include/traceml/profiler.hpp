@@ -26,6 +26,7 @@
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/output_file.hpp"
 #include "traceml/gpu_source.hpp"
+#include "traceml/html_report.hpp"
 #include "traceml/json_summary.hpp"
 #include "traceml/phase.hpp"
 #include "traceml/report_table.hpp"
@@ -42,6 +43,7 @@ struct profiler_options {
   std::string json_path;          ///< JSON summary, written by finish()
   std::string jsonl_path;         ///< one line per step, appended and flushed as each step ends
   std::string trace_path;         ///< Chrome/Perfetto trace, written by finish()
+  std::string html_path;          ///< self-contained HTML report with charts, written by finish()
   bool print_table = true;        ///< print the terminal table at finish()
   std::vector<std::pair<std::string, std::string>> config;  ///< echoed into the outputs
 };
@@ -128,6 +130,7 @@ class profiler : public recording_callback, private recorder_observer {
     if (!options_.trace_path.empty()) write_chrome_trace(options_.trace_path, result_.name, trace_spans_, activities);
     gpu_.reset();  // after the trace: activity names belong to the source. Shuts CUPTI down.
     if (!options_.json_path.empty()) write_json_summary(options_.json_path, {result_});
+    if (!options_.html_path.empty()) write_html_report(options_.html_path, {result_}, "traceml: " + result_.name);
     if (jsonl_) jsonl_->close();
     if (options_.print_table) std::fputs(format_table(result_).c_str(), stdout);
     R.observer.store(nullptr, std::memory_order_release);

@@ -5,6 +5,7 @@
 #include "traceml/chrome_trace.hpp"
 #include "traceml/config.hpp"
 #include "traceml/gpu_source.hpp"
+#include "traceml/html_report.hpp"
 #include "traceml/json_summary.hpp"
 #include "traceml/phase.hpp"
 #include "traceml/profiler.hpp"
