@@ -1,0 +1,512 @@
+// The HTML report: a document a parser accepts (every tag we open is closed, every '<' and '&' in
+// text is markup or an entity), names escaped, chart geometry that follows the numbers, the legend,
+// the comparison table's ratios, byte-for-byte determinism, and the profiler's html_path.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "html_sample.hpp"
+#include "test_helpers.hpp"
+
+using namespace traceml;
+
+namespace {
+
+// ---- a tiny, strict tokenizer for the subset of HTML the report uses ------------------------------
+
+struct tag {
+  std::string name;
+  std::map<std::string, std::string> attrs;  // values as written (entities not decoded)
+  bool closing = false;
+  bool self_closing = false;
+  std::size_t begin = 0, end = 0;  // [begin, end) of the tag in the document
+};
+
+bool is_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == ':';
+}
+
+/// Every '&' starts an entity (&name; or &#digits;). Throws otherwise.
+void check_entities(const std::string& s, std::size_t from, std::size_t to, std::size_t doc_pos) {
+  for (std::size_t i = from; i < to; ++i) {
+    if (s[i] != '&') continue;
+    std::size_t j = i + 1;
+    if (j < to && s[j] == '#') ++j;
+    const std::size_t start = j;
+    while (j < to && ((s[j] >= 'a' && s[j] <= 'z') || (s[j] >= '0' && s[j] <= '9'))) ++j;
+    if (j == start || j >= to || s[j] != ';')
+      throw std::runtime_error("bare '&' at " + std::to_string(doc_pos + i - from));
+  }
+}
+
+/// All tags of `doc`, in order. Throws on anything this checker does not accept: a '<' in text that
+/// starts no tag, a '>' or bare '&' in text, an unquoted attribute, a '<' or '>' inside a value.
+std::vector<tag> tokenize(const std::string& doc) {
+  std::vector<tag> tags;
+  std::size_t i = 0;
+  const auto fail = [&](const std::string& what) {
+    throw std::runtime_error(what + " at offset " + std::to_string(i) + ": '" + doc.substr(i, 60) + "'");
+  };
+  while (i < doc.size()) {
+    const std::size_t lt = doc.find('<', i);
+    const std::size_t text_end = lt == std::string::npos ? doc.size() : lt;
+    if (doc.find('>', i) < text_end) fail("'>' in text");
+    check_entities(doc, i, text_end, i);
+    if (lt == std::string::npos) break;
+    i = lt;
+    if (doc.compare(i, 9, "<!DOCTYPE") == 0) {
+      i = doc.find('>', i) + 1;
+      continue;
+    }
+    if (doc.compare(i, 4, "<!--") == 0) {
+      i = doc.find("-->", i) + 3;
+      continue;
+    }
+    tag t;
+    t.begin = i;
+    ++i;
+    if (i < doc.size() && doc[i] == '/') {
+      t.closing = true;
+      ++i;
+    }
+    const std::size_t name_start = i;
+    while (i < doc.size() && is_name_char(doc[i])) ++i;
+    if (i == name_start) fail("'<' that starts no tag");
+    t.name = doc.substr(name_start, i - name_start);
+    for (;;) {
+      while (i < doc.size() && doc[i] == ' ') ++i;
+      if (i >= doc.size()) fail("unterminated tag");
+      if (doc[i] == '>') {
+        ++i;
+        break;
+      }
+      if (doc.compare(i, 2, "/>") == 0) {
+        t.self_closing = true;
+        i += 2;
+        break;
+      }
+      if (t.closing) fail("attribute in a closing tag");
+      const std::size_t a = i;
+      while (i < doc.size() && is_name_char(doc[i])) ++i;
+      if (i == a) fail("bad attribute");
+      const std::string key = doc.substr(a, i - a);
+      if (doc.compare(i, 2, "=\"") != 0) fail("unquoted attribute");
+      i += 2;
+      const std::size_t q = doc.find('"', i);
+      if (q == std::string::npos) fail("unterminated value");
+      const std::string value = doc.substr(i, q - i);
+      if (value.find_first_of("<>") != std::string::npos) fail("'<' or '>' in an attribute value");
+      check_entities(doc, i, q, i);
+      if (!t.attrs.emplace(key, value).second) fail("duplicate attribute " + key);
+      i = q + 1;
+    }
+    t.end = i;
+    tags.push_back(t);
+    // Raw text elements: their content is not markup.
+    if (!t.closing && (t.name == "style" || t.name == "script")) {
+      const std::size_t close = doc.find("</" + t.name + ">", i);
+      if (close == std::string::npos) fail("unclosed " + t.name);
+      i = close;
+    }
+  }
+  return tags;
+}
+
+const std::set<std::string> void_elements = {"meta", "br", "hr", "img", "input", "link", "col", "wbr"};
+
+/// Every element we open is closed, in order; returns the number of elements.
+std::size_t check_balanced(const std::vector<tag>& tags) {
+  std::vector<std::string> open;
+  std::size_t elements = 0;
+  for (const auto& t : tags) {
+    if (t.closing) {
+      if (open.empty()) throw std::runtime_error("</" + t.name + "> closes nothing");
+      if (open.back() != t.name) throw std::runtime_error("</" + t.name + "> closes <" + open.back() + ">");
+      open.pop_back();
+      continue;
+    }
+    ++elements;
+    if (t.self_closing || void_elements.count(t.name)) continue;
+    open.push_back(t.name);
+  }
+  if (!open.empty()) throw std::runtime_error("<" + open.back() + "> never closed");
+  return elements;
+}
+
+/// The tags inside the element that opens at tags[open_index] (exclusive of its own tags).
+std::vector<tag> children(const std::vector<tag>& tags, std::size_t open_index) {
+  std::vector<tag> out;
+  int depth = 0;
+  for (std::size_t i = open_index + 1; i < tags.size(); ++i) {
+    const auto& t = tags[i];
+    if (t.closing) {
+      if (depth == 0) break;
+      --depth;
+    } else if (!t.self_closing && !void_elements.count(t.name)) {
+      ++depth;
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::size_t find_id(const std::vector<tag>& tags, const std::string& id) {
+  for (std::size_t i = 0; i < tags.size(); ++i) {
+    auto it = tags[i].attrs.find("id");
+    if (!tags[i].closing && it != tags[i].attrs.end() && it->second == id) return i;
+  }
+  throw std::runtime_error("no element with id " + id);
+}
+
+bool has_id(const std::vector<tag>& tags, const std::string& id) {
+  for (const auto& t : tags)
+    if (!t.closing && t.attrs.count("id") && t.attrs.at("id") == id) return true;
+  return false;
+}
+
+/// Text between a tag's end and the next tag.
+std::string text_after(const std::string& doc, const tag& t) { return doc.substr(t.end, doc.find('<', t.end) - t.end); }
+
+std::size_t count(const std::string& hay, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+  return n;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// ---- hand-made runs with round numbers, for geometry ------------------------------------------
+
+/// `steps` identical steps: the summary's means are exactly these values.
+run_result flat_run(const std::string& name, double data, double fwd, double bwd, double opt, double residual,
+                    int steps = 6) {
+  std::vector<step_result> v;
+  for (int i = 0; i < steps; ++i) {
+    step_result st;
+    st.step = i;
+    st.phases.push_back({phase_kind::dataloader, "dataloader", data, 1, true});
+    st.phases.push_back({phase_kind::forward, "forward", fwd, 1, true});
+    st.phases.push_back({phase_kind::backward, "backward", bwd, 1, true});
+    st.phases.push_back({phase_kind::optimizer, "optimizer", opt, 1, true});
+    st.residual_ms = residual;
+    st.wall_ms = data + fwd + bwd + opt + residual;
+    v.push_back(st);
+  }
+  run_result r;
+  r.name = name;
+  r.steps = v;
+  r.summary = summarize_run(v, 1);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("html escaping covers markup characters and drops control characters", "[html]") {
+  CHECK(detail::html::escape("void f<int>(a&b)") == "void f&lt;int&gt;(a&amp;b)");
+  CHECK(detail::html::escape("say \"hi\" 'x'") == "say &quot;hi&quot; &#39;x&#39;");
+  CHECK(detail::html::escape(std::string("a\x01" "b\tc")) == "a b\tc");
+  CHECK(detail::html::escape("caf\xC3\xA9") == "caf\xC3\xA9");  // UTF-8 passes through
+}
+
+TEST_CASE("html numbers: fixed decimals, no negative zero, an en dash for non-finite", "[html]") {
+  using namespace detail::html;
+  CHECK(fixed(1.005, 1) == "1.0");
+  CHECK(fixed(-0.0001, 2) == "0.00");
+  CHECK(fixed(std::numeric_limits<double>::quiet_NaN(), 2) == "&ndash;");
+  CHECK(ms(1234.56) == "1234.6");
+  CHECK(ms(12.345) == "12.35");  // rounding of the binary value: 12.345 is 12.3449999...
+  CHECK(ms(0.1234) == "0.123");
+  CHECK(tick_label(2.5) == "2.5");
+  CHECK(tick_label(40) == "40");
+  CHECK(pct(0.4567) == "45.7%");
+  const auto a = nice_axis(100);
+  CHECK(a.max == Approx(100));
+  CHECK(a.step == Approx(20));
+  CHECK(nice_axis(87).max == Approx(100));
+  CHECK(nice_axis(0.37).max == Approx(0.4));
+  CHECK(nice_axis(0).max == Approx(1));
+  CHECK(shorten("\xC3\xA9\xC3\xA9\xC3\xA9", 4) == "\xC3\xA9\xE2\x80\xA6");  // never cuts a character in half
+}
+
+TEST_CASE("the report is well-formed: every tag is closed, text holds no raw markup", "[html]") {
+  const auto runs = traceml_test::sample_experiment();
+  const auto doc = html_report(runs, "Schedules <1x4 & 4x1>");
+  std::vector<tag> tags;
+  REQUIRE_NOTHROW(tags = tokenize(doc));
+  std::size_t elements = 0;
+  REQUIRE_NOTHROW(elements = check_balanced(tags));
+  CHECK(elements > 500);
+  REQUIRE(tags.front().name == "html");
+  CHECK(tags.back().name == "html");
+  CHECK(tags.back().closing);
+  CHECK(doc.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(doc.find("<meta charset=\"utf-8\">") != std::string::npos);
+  CHECK(doc.find("<title>Schedules &lt;1x4 &amp; 4x1&gt;</title>") != std::string::npos);
+  CHECK(doc.find(TRACEML_VERSION_STRING) != std::string::npos);
+
+  SECTION("self-contained: no scripts, stylesheets, fonts or addresses") {
+    for (const char* s : {"<script", "<link", "<img", "<iframe", "http:", "https:", "url(", "@import", "src="})
+      CHECK(doc.find(s) == std::string::npos);
+  }
+  SECTION("each SVG chart is balanced on its own") {
+    std::size_t svgs = 0;
+    for (std::size_t i = 0; i < tags.size(); ++i) {
+      if (tags[i].name != "svg" || tags[i].closing) continue;
+      ++svgs;
+      const auto inner = children(tags, i);
+      CHECK_NOTHROW(check_balanced(inner));
+      CHECK(tags[i].attrs.count("viewBox"));
+    }
+    CHECK(svgs == 3);  // step time, breakdown, GPU
+  }
+}
+
+TEST_CASE("names are escaped everywhere and never appear raw", "[html]") {
+  const auto runs = traceml_test::sample_experiment();
+  const auto doc = html_report(runs);
+  CHECK(doc.find("void f&lt;int&gt;(a&amp;b)") != std::string::npos);  // the top-kernel tables
+  CHECK(doc.find(traceml_test::nasty_kernel) == std::string::npos);
+  CHECK(doc.find("f<int>") == std::string::npos);
+  CHECK(doc.find("(a&b)") == std::string::npos);
+  CHECK(doc.find("clip &lt;norm&gt; &amp; log") != std::string::npos);  // a user phase
+  CHECK(doc.find("<norm>") == std::string::npos);
+  CHECK(doc.find("a&lt;b &amp; c&gt;d") != std::string::npos);  // a config value
+  CHECK(doc.find("a<b") == std::string::npos);
+}
+
+TEST_CASE("same runs, same bytes", "[html]") {
+  const auto a = html_report(traceml_test::sample_experiment(), "t");
+  const auto b = html_report(traceml_test::sample_experiment(), "t");
+  CHECK(a == b);
+}
+
+TEST_CASE("the breakdown bars are as long as the phase means, on one shared scale", "[html][chart]") {
+  // Step means 100 ms and 50 ms: the axis ends at exactly 100 (a round number), so a phase of
+  // m ms is m * bar_plot_width / 100 pixels wide in both bars.
+  const std::vector<run_result> runs = {flat_run("slow", 5, 30, 45, 10, 10), flat_run("fast", 5, 15, 20, 5, 5)};
+  REQUIRE(runs[0].summary.step_ms.mean == Approx(100));
+  REQUIRE(runs[1].summary.step_ms.mean == Approx(50));
+  const auto doc = html_report(runs);
+  const auto tags = tokenize(doc);
+  const auto inner = children(tags, find_id(tags, "phase-breakdown"));
+  const double scale = detail::html::bar_plot_width / 100.0;
+  const std::vector<std::pair<std::string, std::vector<double>>> expected = {
+      {"0", {5, 30, 45, 10, 10}}, {"1", {5, 15, 20, 5, 5}}};
+  const std::vector<std::string> names = {"dataloader", "forward", "backward", "optimizer", "(residual)"};
+  for (const auto& [run, means] : expected) {
+    std::vector<const tag*> rects;
+    for (const auto& t : inner)
+      if (t.name == "rect" && !t.closing && t.attrs.count("data-run") && t.attrs.at("data-run") == run) rects.push_back(&t);
+    REQUIRE(rects.size() == means.size());
+    double x = std::stod(rects[0]->attrs.at("x"));
+    for (std::size_t i = 0; i < rects.size(); ++i) {
+      INFO("run " << run << ", segment " << names[i]);
+      CHECK(rects[i]->attrs.at("data-phase") == names[i]);
+      CHECK(std::stod(rects[i]->attrs.at("width")) == Approx(means[i] * scale).margin(0.006));
+      CHECK(std::stod(rects[i]->attrs.at("x")) == Approx(x).margin(0.011));  // segments abut
+      x += means[i] * scale;
+    }
+  }
+  SECTION("the bars' total is printed, and no step-time marker is needed when the segments add up") {
+    CHECK(doc.find(">= 100.0 ms<") != std::string::npos);
+    CHECK(doc.find(">= 50.00 ms<") != std::string::npos);
+    for (const auto& t : inner) CHECK_FALSE((t.attrs.count("class") && t.attrs.at("class") == "marker"));
+  }
+  SECTION("values are printed inside segments wide enough for them") {
+    // backward of "slow": 45 ms -> 270 px, labelled; dataloader of "fast": 5 ms -> 30 px, too narrow for "5.000".
+    CHECK(doc.find("class=\"inbar\">45.00</text>") != std::string::npos);
+    CHECK(doc.find("class=\"inbar\">5.000</text>") == std::string::npos);
+  }
+}
+
+TEST_CASE("the breakdown legend lists each top-level phase and the residual, once", "[html][chart]") {
+  const auto runs = traceml_test::sample_experiment();
+  const auto doc = html_report(runs);
+  const auto tags = tokenize(doc);
+  const std::size_t svg = find_id(tags, "phase-breakdown");
+  std::size_t ul = svg;
+  while (!(tags[ul].name == "ul" && !tags[ul].closing)) ++ul;
+  std::vector<std::string> items;
+  for (const auto& t : children(tags, ul))
+    if (t.name == "span" && !t.closing) items.push_back(text_after(doc, *(&t + 1)));  // text after </span>
+  CHECK(items == std::vector<std::string>{"dataloader", "forward", "backward", "optimizer", "(residual)"});
+  // The nested user phase is not stacked (its time is inside optimizer's) but has its table row.
+  CHECK(count(doc, "clip &lt;norm&gt; &amp; log <span class=\"muted\">(nested)</span>") == 3);
+  // Each phase keeps its colour across runs and charts: forward's swatches and segments share one.
+  const auto pal = detail::html::phase_palette(runs);
+  CHECK(pal.color(phase_kind::forward, "forward") == "#1f77b4");
+  CHECK(pal.color(phase_kind::user, "clip <norm> & log") != pal.color(phase_kind::forward, "forward"));
+}
+
+TEST_CASE("several runs get a comparison table with the ratio to the fastest", "[html][compare]") {
+  const std::vector<run_result> runs = {flat_run("1x4", 5, 30, 45, 10, 10), flat_run("2x2", 5, 20, 25, 10, 10),
+                                        flat_run("4x1", 5, 15, 20, 5, 5)};  // 100, 70, 50 ms
+  const auto doc = html_report(runs);
+  const auto tags = tokenize(doc);
+  const auto table = children(tags, find_id(tags, "comparison-table"));
+  std::vector<std::string> ratios;
+  for (const auto& t : table)
+    if (t.name == "td" && !t.closing && t.attrs.count("class") && t.attrs.at("class") == "num ratio")
+      ratios.push_back(text_after(doc, t));
+  CHECK(ratios == std::vector<std::string>{"2.00&times;", "1.40&times;", "1.00&times; (fastest)"});
+  std::size_t fastest_rows = 0;
+  for (const auto& t : table)
+    if (t.name == "tr" && t.attrs.count("class") && t.attrs.at("class") == "fastest") ++fastest_rows;
+  CHECK(fastest_rows == 1);
+
+  SECTION("one run: no comparison") {
+    const auto one = tokenize(html_report({runs[0]}));
+    CHECK_FALSE(has_id(one, "comparison-table"));
+  }
+}
+
+TEST_CASE("the step-time chart has a dot per step, hollow for warm-up, and marks the warm-up band", "[html][chart]") {
+  const auto runs = traceml_test::sample_experiment();  // 3 runs x 24 steps, 3 warm-up each
+  const auto doc = html_report(runs);
+  const auto tags = tokenize(doc);
+  const auto inner = children(tags, find_id(tags, "step-time-chart"));
+  std::size_t dots = 0, hollow = 0, polylines = 0, warmup_bands = 0, medians = 0;
+  double top = 1e9;
+  for (const auto& t : inner) {
+    if (t.closing) continue;
+    if (t.name == "circle") {
+      ++dots;
+      if (t.attrs.at("fill") == "#ffffff") ++hollow;
+      top = std::min(top, std::stod(t.attrs.at("cy")));
+    }
+    if (t.name == "polyline") ++polylines;
+    if (t.name == "rect" && t.attrs.at("class") == "warmup") ++warmup_bands;
+    if (t.name == "line" && t.attrs.count("class") && t.attrs.at("class") == "median") ++medians;
+  }
+  CHECK(dots == 72);
+  CHECK(hollow == 9);
+  CHECK(polylines == 3);
+  CHECK(warmup_bands == 1);
+  CHECK(medians == 3);
+  CHECK(top >= 16);  // slow warm-up steps are kept inside the plot, not drawn above it
+  CHECK(doc.find("(warm-up)</title>") != std::string::npos);
+}
+
+TEST_CASE("GPU facts give the busy/idle chart and the top-kernel tables; no facts, no GPU section", "[html][gpu]") {
+  SECTION("measured: busy and idle segments per phase and run, summing to the phase's GPU window") {
+    const auto runs = traceml_test::sample_experiment();
+    const auto doc = html_report(runs);
+    const auto tags = tokenize(doc);
+    const auto inner = children(tags, find_id(tags, "gpu-busy-idle"));
+    std::size_t busy = 0, idle = 0;
+    for (const auto& t : inner) {
+      if (t.name != "rect" || t.closing) continue;
+      busy += t.attrs.at("class") == "busy";
+      idle += t.attrs.at("class") == "idle";
+    }
+    CHECK(busy == 12);  // dataloader, forward, backward, optimizer x 3 runs; not the nested phase (no facts)
+    CHECK(idle == 12);
+    // The second row is forward of 1x4: busy share as computed from the summary.
+    const auto& fwd = runs[0].summary.phases[1];
+    REQUIRE(fwd.name == "forward");
+    const double share = fwd.busy_ms->mean / (fwd.busy_ms->mean + fwd.idle_ms->mean);
+    CHECK(doc.find(detail::html::pct(share) + " busy, 720 kernels/step") != std::string::npos);
+    CHECK(count(doc, "<h4>Top kernels in forward</h4>") == 3);
+    CHECK(count(doc, "<h4>Top kernels in dataloader</h4>") == 0);  // copies only
+    CHECK(doc.find("<td>clip &lt;norm&gt; &amp; log</td><td class=\"num\">") == std::string::npos);  // no GPU row
+    CHECK(count(doc, "void f&lt;int&gt;(a&amp;b)") == 9);  // three phases x three runs
+    CHECK(doc.find("peak GPU memory") != std::string::npos);
+  }
+  SECTION("CPU only: no GPU section") {
+    const auto doc = html_report({traceml_test::sample_schedule(1, 4, 10, 2, false)});
+    CHECK_FALSE(has_id(tokenize(doc), "gpu-busy-idle"));
+    CHECK(doc.find("Top kernels") == std::string::npos);
+    CHECK(doc.find("no GPU source") != std::string::npos);
+  }
+  SECTION("CUDA-event timing (kernels not measured): zeros are not shown as facts") {
+    auto run = traceml_test::sample_schedule(1, 4, 10, 2, true);
+    for (auto& st : run.steps) st.gpu->kernels_measured = false;
+    const auto doc = html_report({run});
+    CHECK_FALSE(has_id(tokenize(doc), "gpu-busy-idle"));
+    CHECK(doc.find("Top kernels") == std::string::npos);
+  }
+}
+
+TEST_CASE("the per-phase statistics table has every statistic of every phase", "[html]") {
+  const auto run = flat_run("r", 5, 30, 45, 10, 10);
+  const auto doc = html_report({run});
+  const auto tags = tokenize(doc);
+  std::size_t table = 0;
+  while (!(tags[table].name == "table" && tags[table].attrs.count("class") && tags[table].attrs.at("class") == "data phases"))
+    ++table;
+  std::vector<std::string> cells;
+  for (const auto& t : children(tags, table))
+    if ((t.name == "td") && !t.closing) cells.push_back(text_after(doc, t));
+  // 4 phases + residual + step, each: name cell + 7 statistics + share.
+  REQUIRE(cells.size() == 6 * 9);
+  // forward (second row): median mean p10 p90 min max std share.
+  const std::vector<std::string> fwd(cells.begin() + 9 + 1, cells.begin() + 18);
+  CHECK(fwd == std::vector<std::string>{"30.00", "30.00", "30.00", "30.00", "30.00", "30.00", "0.000", "30.0%"});
+  CHECK(cells[5 * 9] == "step");
+  CHECK(cells[5 * 9 + 2] == "100.0");
+}
+
+TEST_CASE("edge cases render without throwing and stay well-formed", "[html]") {
+  run_result empty;
+  empty.name = "empty";
+  run_result one = flat_run("one step", 1, 2, 3, 4, 0, 1);
+  for (const auto& runs : {std::vector<run_result>{}, std::vector<run_result>{empty}, std::vector<run_result>{one},
+                           std::vector<run_result>{empty, one}}) {
+    std::string doc;
+    REQUIRE_NOTHROW(doc = html_report(runs));
+    std::vector<tag> tags;
+    REQUIRE_NOTHROW(tags = tokenize(doc));
+    CHECK_NOTHROW(check_balanced(tags));
+    CHECK(doc.find("nan") == std::string::npos);
+    CHECK(doc.find("inf") == std::string::npos);
+  }
+}
+
+TEST_CASE("write_html_report writes the document, and reports an unwritable path once", "[html]") {
+  traceml_test::reset_recorder();
+  const auto path = traceml_test::temp_path("report.html");
+  const auto runs = traceml_test::sample_experiment();
+  REQUIRE(write_html_report(path, runs, "x"));
+  CHECK(slurp(path) == html_report(runs, "x"));
+  std::remove(path.c_str());
+  CHECK_FALSE(write_html_report("/nonexistent-dir/report.html", runs));
+  const auto msgs = diagnostic_messages();
+  REQUIRE(msgs.size() == 1);
+  CHECK(msgs[0].find("HTML report") != std::string::npos);
+  CHECK(msgs[0].find("/nonexistent-dir/report.html") != std::string::npos);
+}
+
+TEST_CASE("the profiler writes html_path at finish()", "[html][profiler]") {
+  traceml_test::reset_recorder();
+  const auto path = traceml_test::temp_path("profiler_report.html");
+  std::remove(path.c_str());
+  {
+    profiler_options opts;
+    opts.run_name = "mlp <tiny>";
+    opts.warmup_steps = 1;
+    opts.print_table = false;
+    opts.html_path = path;
+    profiler prof(opts);
+    for (int s = 0; s < 4; ++s) {
+      TRACEML_STEP();
+      { TRACEML_PHASE(forward); traceml_test::spin_for(std::chrono::microseconds(200)); }
+      { TRACEML_PHASE(backward); traceml_test::spin_for(std::chrono::microseconds(300)); }
+    }
+    prof.finish();
+  }
+  const auto doc = slurp(path);
+  REQUIRE_FALSE(doc.empty());
+  CHECK(doc.find("mlp &lt;tiny&gt;") != std::string::npos);
+  CHECK(doc.find("data-phase=\"backward\"") != std::string::npos);
+  CHECK_NOTHROW(check_balanced(tokenize(doc)));
+  std::remove(path.c_str());
+}
