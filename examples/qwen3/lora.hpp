@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -43,7 +44,7 @@ struct lora_options {
   std::int64_t r = 16;
   double alpha = 32.0;
   /// Adapter weight dtype; unset = the dtype of the base weight it wraps (see the file comment).
-  c10::optional<torch::Dtype> dtype;
+  std::optional<torch::Dtype> dtype;
   std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
   double scaling() const { return alpha / static_cast<double>(r); }
 };

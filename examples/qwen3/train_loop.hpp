@@ -55,7 +55,8 @@ inline torch::Tensor accumulate_step(Qwen3Impl& model, const token_source& data,
     callbacks.on_phase_end(phase_kind::dataloader);
 
     callbacks.on_phase_begin(phase_kind::forward);
-    auto loss = model.loss(ids) * inv_accum;
+    auto loss = model.loss(ids);
+    if (s.accumulation > 1) loss = loss * inv_accum;
     callbacks.on_phase_end(phase_kind::forward);
 
     callbacks.on_phase_begin(phase_kind::backward);

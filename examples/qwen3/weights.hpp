@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -94,7 +95,7 @@ inline Qwen3 from_pretrained(const std::string& folder, const model_options& o =
 
 /// Writes `m` as a Hugging Face snapshot: config.json and model.safetensors (or, with shards > 1,
 /// model-0000i-of-0000n.safetensors plus model.safetensors.index.json). dtype: of the stored tensors.
-inline void save_pretrained(Qwen3Impl& m, const std::string& folder, c10::optional<torch::Dtype> dtype = {},
+inline void save_pretrained(Qwen3Impl& m, const std::string& folder, std::optional<torch::Dtype> dtype = {},
                             int shards = 1) {
   if (shards < 1) throw std::invalid_argument("save_pretrained: shards must be >= 1");
   {
