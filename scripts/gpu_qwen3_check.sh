@@ -46,6 +46,10 @@ timing="$build/examples/qwen3/qwen3_step_timing"
 "$timing" --preset qwen3-1.7b --schedules 4x1,1x4 --steps "$steps" --warmup 3 2>&1 | tee "$out/timing.log" || status=1
 "$timing" --preset qwen3-1.7b --schedules 4x1,1x4 --steps "$steps" --warmup 3 --checkpointing 2>&1 |
   tee "$out/timing_checkpointing.log" || status=1
+# Variants at 4x1: key/value heads copied instead of shared by the attention kernel, and peft's
+# fp32 adapters (what the adapter dtype costs).
+"$timing" --preset qwen3-1.7b --schedules 4x1 --steps 5 --warmup 3 --expand-kv 2>&1 | tee "$out/timing_expand_kv.log" || status=1
+"$timing" --preset qwen3-1.7b --schedules 4x1 --steps 5 --warmup 3 --fp32-adapters 2>&1 | tee "$out/timing_fp32_adapters.log" || status=1
 
 echo "== Python reference (transformers + peft, eager), same schedules"
 python3 "$root/benchmarks/reference_hf.py" --preset qwen3-1.7b --schedules 4x1,1x4 --steps $((steps + 3)) --skip 3 \

@@ -58,11 +58,15 @@ struct model_options {
   /// Standard deviation of the random normal initialisation of weight matrices (HF's
   /// initializer_range). Norm weights start at one.
   model_options& init_std(double s) { init_std_ = s; return *this; }
+  /// With fused attention on LibTorch >= 2.5: let the kernel share key/value heads across query
+  /// heads (enable_gqa) instead of materialising repeated copies. Off = copy (for comparisons).
+  model_options& shared_kv_heads(bool on) { shared_kv_ = on; return *this; }
 
   torch::Dtype dtype_ = torch::kFloat32;
   torch::Device device_ = torch::kCPU;
   bool checkpointing_ = false;
   bool fused_ = true;
+  bool shared_kv_ = true;
   double init_std_ = 0.02;
 
   torch::TensorOptions tensor_options() const { return torch::TensorOptions().dtype(dtype_).device(device_); }
@@ -138,7 +142,8 @@ inline torch::Tensor apply_rotary(const torch::Tensor& x, const rotary_tables& t
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(const config& c, const model_options& o)
-      : heads_(c.num_heads), kv_heads_(c.num_kv_heads), head_dim_(c.head_dim), fused_(o.fused_) {
+      : heads_(c.num_heads), kv_heads_(c.num_kv_heads), head_dim_(c.head_dim), fused_(o.fused_),
+        shared_kv_(o.shared_kv_) {
     const auto to = o.tensor_options();
     qkv_proj = register_module("qkv_proj", Projection(c.hidden_size,
                                                       std::vector<projection_target>{{"q_proj", c.q_dim()},
@@ -173,11 +178,11 @@ class AttentionImpl : public torch::nn::Module {
     if (fused_) {
       // Flash attention on CUDA for bf16/fp16 (no [seq, seq] score matrix in memory), causal by flag.
 #if QWEN3_HAVE_SDPA_GQA
-      return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, {}, /*enable_gqa=*/groups > 1);
-#else
+      if (shared_kv_ && groups > 1)
+        return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, {}, /*enable_gqa=*/true);
+#endif
       if (groups > 1) { k = repeat_kv(k, groups); v = repeat_kv(v, groups); }
       return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
-#endif
     }
 #endif
     // Plain attention, as transformers' eager path: softmax in fp32, then back to the model dtype.
@@ -197,7 +202,7 @@ class AttentionImpl : public torch::nn::Module {
   }
 
   std::int64_t heads_, kv_heads_, head_dim_;
-  bool fused_;
+  bool fused_, shared_kv_;
 };
 TORCH_MODULE(Attention);
 

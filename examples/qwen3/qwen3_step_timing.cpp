@@ -3,6 +3,7 @@
 //
 //   qwen3_step_timing [--preset qwen3-1.7b] [--schedules 4x1,1x4] [--steps 10] [--warmup 3]
 //                     [--seq-len 512] [--dtype bfloat16|float32] [--checkpointing] [--device cuda]
+//                     [--expand-kv] [--fp32-adapters]
 //
 // Each schedule gets a fresh model (same seed), `warmup` untimed steps, then `steps` timed ones;
 // every timed step ends with a loss read, a CPU-GPU sync point, so its wall time includes all of its
@@ -29,7 +30,8 @@ struct step_clock : traceml::callback {
 };
 int usage() {
   std::cerr << "usage: qwen3_step_timing [--preset NAME] [--schedules 4x1,1x4] [--steps N] [--warmup N]"
-               " [--seq-len N] [--dtype bfloat16|float32] [--checkpointing] [--device cuda|cpu]\n";
+               " [--seq-len N] [--dtype bfloat16|float32] [--checkpointing] [--device cuda|cpu] [--expand-kv]"
+               " [--fp32-adapters]\n";
   return 2;
 }
 }  // namespace
@@ -38,7 +40,7 @@ int main(int argc, char** argv) {
   std::string preset = "qwen3-1.7b", schedules = "4x1,1x4", device_name = torch::cuda::is_available() ? "cuda" : "cpu";
   std::int64_t steps = 10, warmup = 3, seq = 512;
   torch::Dtype dtype = torch::kBFloat16;
-  bool checkpointing = false;
+  bool checkpointing = false, expand_kv = false, fp32_adapters = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -50,18 +52,24 @@ int main(int argc, char** argv) {
     else if (a == "--dtype") dtype = next() == "float32" ? torch::kFloat32 : torch::kBFloat16;
     else if (a == "--checkpointing") checkpointing = true;
     else if (a == "--device") device_name = next();
+    else if (a == "--expand-kv") expand_kv = true;          // copies of key/value heads instead of enable_gqa
+    else if (a == "--fp32-adapters") fp32_adapters = true;  // peft's default adapter dtype
     else return usage();
   }
   try {
     const auto cfg = qwen3::preset(preset);
     const torch::Device device(device_name);
     qwen3::synthetic_tokens data(cfg.vocab_size, seq, 1234);
-    std::printf("%s, seq %lld, %s, checkpointing %s, %s\n", preset.c_str(), static_cast<long long>(seq),
-                dtype == torch::kBFloat16 ? "bf16" : "fp32", checkpointing ? "on" : "off", device_name.c_str());
+    std::printf("%s, seq %lld, %s, checkpointing %s, %s%s%s\n", preset.c_str(), static_cast<long long>(seq),
+                dtype == torch::kBFloat16 ? "bf16" : "fp32", checkpointing ? "on" : "off", device_name.c_str(),
+                expand_kv ? ", key/value heads expanded" : "", fp32_adapters ? ", fp32 adapters" : "");
     for (const auto& s : qwen3::parse_schedules(schedules)) {
       torch::manual_seed(1234);
-      qwen3::Qwen3 model(cfg, qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(checkpointing));
-      qwen3::adamw opt(qwen3::apply_lora(*model, qwen3::lora_options{}));
+      qwen3::Qwen3 model(cfg, qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(checkpointing)
+                                  .shared_kv_heads(!expand_kv));
+      qwen3::lora_options lo;
+      if (fp32_adapters) lo.dtype = torch::kFloat32;
+      qwen3::adamw opt(qwen3::apply_lora(*model, lo));
       traceml::callback_list none;
       qwen3::train_options t;
       t.sched = s;

@@ -84,7 +84,7 @@ def main():
         with torch.no_grad():
             ref = model(input_ids=ids).logits.float()
         with tempfile.TemporaryDirectory() as d:
-            model.save_pretrained(d, safe_serialization=True)
+            model.save_pretrained(d)  # safetensors is the default format
             for plain in (False, True):
                 out = os.path.join(d, "logits.safetensors")
                 cmd = [tool, d, out, "--ids", ",".join(str(int(i)) for i in ids[0]), "--device", args.device]
