@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", o.repeats, "run the schedule list this many times, interleaved (ABCABC...)")->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "seed for weights, adapters and synthetic data")->capture_default_str();
   app.add_option("--peak-tflops", o.peak_tflops, "dense peak of the GPU in the run's dtype, for MFU (default: 790 measured bf16 on H100/H200)");
-  app.add_option("--out", o.out, "output folder: accumulation_summary.json, accumulation_steps.jsonl, trace_<schedule>.json")->capture_default_str();
+  app.add_option("--out", o.out, "output folder: accumulation_summary.json, accumulation_report.html, accumulation_steps_<schedule>.jsonl, trace_<schedule>.json")->capture_default_str();
   app.add_flag("!--no-traces", o.traces, "skip the Chrome traces");
   CLI11_PARSE(app, argc, argv);
 
@@ -274,6 +274,8 @@ int main(int argc, char** argv) {
     // One JSON summary: the traceml runs (schema traceml.summary/1) plus the comparison.
     auto doc = nlohmann::json::parse(traceml::json_summary(all_runs));
     doc["comparison"] = qwen3::comparison_json(rows, gap);
+    traceml::write_html_report(o.out + "/accumulation_report.html", all_runs, "traceml: gradient accumulation, " +
+                               (o.model_dir.empty() ? o.preset : o.model_dir) + ", " + o.dtype);
     const std::string path = o.out + "/accumulation_summary.json";
     std::ofstream f(path);
     f << doc.dump(1) << "\n";

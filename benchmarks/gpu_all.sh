@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Everything that needs a GPU, in one go, with a time limit per part (most important first):
+# build; the [gpu] tests; the C++ trainer against the Python reference side by side; the reference
+# experiment (qwen3-1.7b, 100 steps, bf16, checkpointing); logit parity with transformers; the
+# profiling overhead benchmark; the qwen3 tests on this LibTorch. Logs and JSON go to OUT_DIR.
+#
+#   benchmarks/gpu_all.sh OUT_DIR [DEPS_DIR]
+# DEPS_DIR/usr holds header-only Debian packages (catch2, nlohmann-json3-dev, libcli11-dev) on a
+# machine without a package manager.
+set -uo pipefail
+out=${1:?output dir}
+root=$(cd "$(dirname "$0")/.." && pwd)
+deps=${2:-$root/.deps}
+build=${BUILD:-/tmp/traceml-gpu-build}
+mkdir -p "$out"
+t0=$(date +%s)
+stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
+
+tp=$(python3 -c 'import torch, torch.utils; print(torch.utils.cmake_prefix_path)')
+stamp "configure"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$tp;$deps/usr" \
+  >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+grep "traceml:" "$out/configure.log"
+stamp "build"
+cmake --build "$build" -j"$(nproc)" --target qwen3_accumulation traceml_gpu_tests traceml_gpu_overhead qwen3_logits \
+  traceml_qwen3_tests -- -k 0 >"$out/build.log" 2>&1 || grep -E "error|FAILED" -A5 "$out/build.log" | head -60
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
+
+stamp "[gpu] tests"
+timeout 90 "$build/tests/gpu/traceml_gpu_tests" -d yes >"$out/gpu_tests.log" 2>&1; echo "rc=$?"
+tail -3 "$out/gpu_tests.log"
+
+stamp "C++ trainer vs Python reference (no checkpointing)"
+timeout 240 "$root/benchmarks/accumulation_vs_reference.sh" "$build" "$out/side_by_side" "${STEPS:-30}" >"$out/side_by_side.log" 2>&1
+tail -8 "$out/side_by_side.log"
+
+stamp "reference experiment: qwen3-1.7b, 100 steps, bf16, checkpointing"
+mkdir -p "$out/reference_experiment"
+timeout 150 "$build/examples/qwen3/qwen3_accumulation" --out "$out/reference_experiment" 2>&1 | grep -v '^\[' \
+  >"$out/reference_experiment.log"
+tail -32 "$out/reference_experiment.log"
+
+stamp "logit parity with transformers"
+timeout 60 python3 "$root/tests/qwen3/hf_parity.py" --tool "$build/examples/qwen3/qwen3_logits" --device cuda \
+  >"$out/hf_parity.log" 2>&1; echo "rc=$?"; tail -3 "$out/hf_parity.log"
+
+stamp "overhead benchmark"
+overhead=$(find "$build" -name traceml_gpu_overhead -type f | head -1)
+timeout 100 "$overhead" --rounds "${ROUNDS:-6}" >"$out/overhead.log" 2>&1
+tail -12 "$out/overhead.log"
+
+stamp "qwen3 tests on this LibTorch"
+(cd "$build" && timeout 60 ctest -R qwen3 >"$out/qwen3_ctest.log" 2>&1); tail -3 "$out/qwen3_ctest.log"
+stamp "done"
