@@ -47,7 +47,7 @@ struct schedule_row {
   double tokens_per_s = 0;
   std::optional<double> mfu;          ///< model FLOPs utilisation, when a peak is known
   double ratio_to_fastest = 0;
-  std::vector<traceml::kernel_stat> fb_kernels;  ///< forward+backward kernels, per step (total_ns / steps)
+  std::vector<traceml::kernel_stat> fb_kernels;  ///< forward+backward top kernels, per step (time and launches)
 
   double wall(const std::string& phase) const { auto it = wall_ms.find(phase); return it == wall_ms.end() ? 0 : it->second; }
   double busy(const std::string& phase) const { auto it = busy_ms.find(phase); return it == busy_ms.end() ? 0 : it->second; }
@@ -101,7 +101,9 @@ inline schedule_row make_row(const std::string& name, const std::vector<traceml:
       fb_kernels += p.kernels_per_step;
       fb_micro_kernels += p.kernels_per_microbatch;
       for (auto k : p.top_kernels) {
+        // Per step, like every other column (the summary holds totals over the measured steps).
         k.total_ns = measured > 0 ? static_cast<std::int64_t>(static_cast<double>(k.total_ns) / measured) : 0;
+        k.count = measured > 0 ? static_cast<std::uint64_t>(std::llround(static_cast<double>(k.count) / measured)) : 0;
         auto it = std::find_if(row.fb_kernels.begin(), row.fb_kernels.end(), [&](auto& x) { return x.name == k.name; });
         if (it == row.fb_kernels.end()) row.fb_kernels.push_back(k);
         else { it->total_ns += k.total_ns; it->count += k.count; }
@@ -267,7 +269,8 @@ inline std::string explain(const gap_breakdown& g) {
   out += "  - optimizer (fixed per-step cost): " + f("%+.1f", g.optimizer_ms) + " ms (" + pct(g.optimizer_ms) + ")\n";
   out += "  - data loading and time outside phases: " + f("%+.1f", g.other_ms) + " ms (" + pct(g.other_ms) + ")\n";
   if (!g.kernels.empty()) {
-    out += "  Kernels whose time per step changed most (forward+backward, " + g.slow + " vs " + g.fast + "):\n";
+    out += "  Kernels whose time per step changed most (forward+backward, ms and launches per step, " + g.slow + " vs " +
+           g.fast + "):\n";
     for (const auto& k : g.kernels)
       out += "    " + f("%8.2f", k.slow_ms) + " ms (" + std::to_string(k.slow_count) + "x) vs " + f("%8.2f", k.fast_ms) + " ms (" +
              std::to_string(k.fast_count) + "x)  " + k.name + "\n";
