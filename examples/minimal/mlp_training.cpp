@@ -1,7 +1,9 @@
 // An ordinary LibTorch training loop (a small MLP on synthetic data), wrapped by traceml.
-// The lines marked "traceml" are all it takes; everything else is the loop as it was.
+// The lines marked "traceml" and the four { TRACEML_PHASE(...); ... } scopes are all it takes; the rest is
+// the loop as it was.
 //
-//   ./traceml_minimal_example [output-dir]     writes mlp_summary.json, mlp_steps.jsonl, mlp_trace.json
+//   ./traceml_minimal_example [output-dir]     writes mlp_summary.json, mlp_steps.jsonl, mlp_trace.json,
+//                                              mlp_report.html
 #include <torch/torch.h>
 
 #include <string>
@@ -19,10 +21,7 @@ int main(int argc, char** argv) {
   model->to(device);
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
 
-  traceml::profiler_options opts;                                                         // traceml
-  opts.run_name = "mlp", opts.json_path = out_dir + "/mlp_summary.json", opts.jsonl_path = out_dir + "/mlp_steps.jsonl",
-  opts.trace_path = out_dir + "/mlp_trace.json", opts.samples_per_step = batch;          // traceml
-  traceml::profiler profiler(opts);                                                       // traceml
+  traceml::profiler profiler(traceml::profiler_options::named("mlp").write_all_to(out_dir));  // traceml
 
   for (int step = 0; step < steps; ++step) {
     TRACEML_STEP();                                                                       // traceml
@@ -38,6 +37,6 @@ int main(int argc, char** argv) {
     { TRACEML_PHASE(optimizer);
       optimizer.step(); }
   }
-  profiler.finish();  // prints the table; the destructor would do it too
+  profiler.finish();  // traceml: prints the table, writes the files (the destructor would too)
   return 0;
 }

@@ -46,6 +46,23 @@ struct profiler_options {
   std::string html_path;          ///< self-contained HTML report with charts, written by finish()
   bool print_table = true;        ///< print the terminal table at finish()
   std::vector<std::pair<std::string, std::string>> config;  ///< echoed into the outputs
+
+  /// Options for a run called `name`:  traceml::profiler p(traceml::profiler_options::named("mlp"));
+  static profiler_options named(std::string name) {
+    profiler_options o;
+    o.run_name = std::move(name);
+    return o;
+  }
+  /// Every file output in `dir`, named after the run: <run>_summary.json, <run>_steps.jsonl,
+  /// <run>_trace.json, <run>_report.html. The folder must exist.
+  profiler_options& write_all_to(const std::string& dir) {
+    const std::string base = (dir.empty() ? std::string(".") : dir) + "/" + run_name;
+    json_path = base + "_summary.json";
+    jsonl_path = base + "_steps.jsonl";
+    trace_path = base + "_trace.json";
+    html_path = base + "_report.html";
+    return *this;
+  }
 };
 
 TRACEML_BEGIN_MODE_NAMESPACE

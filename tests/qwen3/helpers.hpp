@@ -2,9 +2,11 @@
 #pragma once
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
+#include <stdexcept>
 #include <string>
 
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <torch/torch.h>
@@ -16,25 +18,44 @@ namespace qwen3_test {
 /// A fresh, empty folder under the system temp dir, removed when the object goes away.
 class temp_dir {
  public:
+  // POSIX calls rather than std::filesystem: a test binary linked against the LibTorch 2.x wheel and
+  // built with GCC 13 crashed inside std::filesystem (seen on the GPU machine), and the tests need
+  // no more than this.
   explicit temp_dir(const std::string& tag) {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("traceml-qwen3-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base && *base ? base : "/tmp") + "/traceml-qwen3-" + tag + "-XXXXXX";
+    if (!::mkdtemp(pattern.data())) throw std::runtime_error("temp_dir: cannot create " + pattern);
+    path_ = pattern;
   }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
+  ~temp_dir() { remove_tree(path_); }
   temp_dir(const temp_dir&) = delete;
   temp_dir& operator=(const temp_dir&) = delete;
-  std::string str() const { return path_.string(); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
 
  private:
-  std::filesystem::path path_;
+  static void remove_tree(const std::string& path) {
+    if (DIR* d = ::opendir(path.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name == "." || name == "..") continue;
+        const std::string child = path + "/" + name;
+        struct stat st {};
+        if (::lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(child);
+        else ::unlink(child.c_str());
+      }
+      ::closedir(d);
+    }
+    ::rmdir(path.c_str());
+  }
+  std::string path_;
 };
+
+/// Whether `path` names an existing file or folder.
+inline bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
 
 /// The tiny preset in fp32 on the CPU, seeded.
 inline qwen3::Qwen3 tiny_model(std::uint64_t seed = 7, qwen3::model_options o = {}) {
