@@ -49,6 +49,7 @@ struct experiment_options {
   std::string data_file;             // little-endian uint32 token ids; empty: synthetic
   std::string gpu_timing = "auto";   // auto (CUPTI, else CUDA events) | events | off
   bool checkpointing = true;         // the reference run used activation checkpointing
+  bool cuda_graphs = false;          // replay each micro-batch's forward and backward from CUDA graphs
   int repeats = 1;
   std::uint64_t seed = 1234;
   double peak_tflops = 0;            // 0: the measured bf16 peak on H100/H200, else MFU not shown
@@ -157,6 +158,8 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-timing", o.gpu_timing, "auto (CUPTI kernel attribution, else CUDA events) | events | off")
       ->check(CLI::IsMember({"auto", "events", "off"}))->capture_default_str();
   app.add_flag("--checkpointing,!--no-checkpointing", o.checkpointing, "recompute each decoder layer in backward (default on)");
+  app.add_flag("--cuda-graphs", o.cuda_graphs,
+               "replay forward and backward from CUDA graphs captured per schedule (LibTorch 2.x with CUDA)");
   app.add_option("--repeats", o.repeats, "run the schedule list this many times, interleaved (ABCABC...)")->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "seed for weights, adapters and synthetic data")->capture_default_str();
   app.add_option("--peak-tflops", o.peak_tflops, "dense peak of the GPU in the run's dtype, for MFU (default: 790 measured bf16 on H100/H200)");
@@ -189,10 +192,11 @@ int main(int argc, char** argv) {
       peak = 790e12;  // dense bf16 matmul rate measured on an H200 (docs/accumulation.md)
 
     std::printf("traceml accumulation experiment: %s (%s), %s, seq %lld, effective batch %lld, %lld steps x %zu schedules x %d repeat(s), "
-                "checkpointing %s, device %s\n",
+                "checkpointing %s, CUDA graphs %s, device %s\n",
                 o.model_dir.empty() ? o.preset.c_str() : o.model_dir.c_str(), cfg.name.c_str(), o.dtype.c_str(),
                 static_cast<long long>(o.seq_len), static_cast<long long>(effective), static_cast<long long>(o.steps),
-                schedules.size(), o.repeats, o.checkpointing ? "on" : "off", device_name.c_str());
+                schedules.size(), o.repeats, o.checkpointing ? "on" : "off", o.cuda_graphs ? "on" : "off",
+                device_name.c_str());
     if (o.model_dir.empty())
       std::printf("weights: random (seed %llu); step time depends on shapes, not on weight values\n",
                   static_cast<unsigned long long>(o.seed));
@@ -210,6 +214,19 @@ int main(int argc, char** argv) {
           auto mopts = qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(o.checkpointing);
           auto model = o.model_dir.empty() ? qwen3::Qwen3(cfg, mopts) : qwen3::from_pretrained(o.model_dir, mopts);
           qwen3::adamw opt(qwen3::apply_lora(*model, qwen3::lora_options{}));
+          std::unique_ptr<qwen3::graphed_microbatch> graphs;
+          if (o.cuda_graphs) {
+            try {
+              graphs = std::make_unique<qwen3::graphed_microbatch>(*model, opt.params(), sched.micro_batch, o.seq_len,
+                                                                   1.0 / static_cast<double>(sched.accumulation));
+              graphs->capture(qwen3::microbatch(*data, sched, 0, 0));
+            } catch (const std::exception& e) {
+              if (is_out_of_memory(e)) throw;
+              traceml::report_once("qwen3-graphs", std::string("CUDA graph capture failed, running eager: ") + e.what());
+              graphs.reset();
+              opt.zero_grad();
+            }
+          }
           synchronize(device);  // model construction must not be billed to the first step
 
           traceml::profiler_options po;
@@ -227,6 +244,7 @@ int main(int argc, char** argv) {
                        {"dtype", o.dtype},
                        {"seq_len", std::to_string(o.seq_len)},
                        {"checkpointing", o.checkpointing ? "on" : "off"},
+                       {"cuda_graphs", graphs ? "on" : "off"},
                        {"device", device_name},
                        {"repeat", std::to_string(rep + 1)}};
           traceml::profiler prof(po);
@@ -241,7 +259,10 @@ int main(int argc, char** argv) {
           // Each step ends with a sync so that its wall time holds its own GPU work (without it,
           // the CPU runs ahead and step times measure launch speed, not the step).
           t.sync_each_step = true;
-          qwen3::train(*model, opt, *data, t, callbacks);
+          t.graphs = graphs.get();
+          const auto losses = qwen3::train(*model, opt, *data, t, callbacks);
+          if (!losses.empty())
+            std::printf("%s loss: step 1 %.4f, step %zu %.4f\n", name.c_str(), losses.front(), losses.size(), losses.back());
           auto result = prof.finish();
           std::fputs(traceml::format_table(result).c_str(), stdout);
           runs[si].push_back(result);

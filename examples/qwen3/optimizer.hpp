@@ -122,8 +122,17 @@ class adamw {
     at::_foreach_addcdiv_(p, m, denom, -lr / bc1);
   }
 
-  /// Drops the gradients (set to none: no memset kernels; the next backward allocates them).
-  void zero_grad() {
+  /// Drops the gradients (set to none: no memset kernels; the next backward allocates them). With
+  /// `set_to_none` false they are zeroed in place instead (one multi-tensor kernel), which CUDA-graph
+  /// replays need: a captured backward adds into the gradient tensors that existed at capture.
+  void zero_grad(bool set_to_none = true) {
+    if (!set_to_none) {
+      std::vector<torch::Tensor> grads;
+      for (auto& p : params_)
+        if (p.grad().defined()) grads.push_back(p.grad());
+      if (!grads.empty()) at::_foreach_zero_(grads);
+      return;
+    }
     for (auto& p : params_)
       if (p.grad().defined()) p.mutable_grad().reset();
   }

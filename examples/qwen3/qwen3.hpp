@@ -12,6 +12,7 @@
 #pragma once
 #include "checkpoint.hpp"
 #include "config.hpp"
+#include "cuda_graph.hpp"
 #include "data.hpp"
 #include "lora.hpp"
 #include "model.hpp"

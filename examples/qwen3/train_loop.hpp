@@ -22,6 +22,7 @@
 #include <traceml/callback.hpp>
 #include <traceml/phase_kind.hpp>
 
+#include "cuda_graph.hpp"
 #include "data.hpp"
 #include "model.hpp"
 #include "optimizer.hpp"
@@ -34,13 +35,17 @@ struct train_options {
   std::int64_t steps = 100;      ///< optimizer updates
   std::int64_t first_step = 0;   ///< data position: step s reads the examples of global step first_step + s
   bool sync_each_step = false;   ///< read the loss (a CPU-GPU sync) at the end of every step
+  /// Forward and backward replayed from CUDA graphs (captured beforehand, cuda_graph.hpp); null =
+  /// eager. Gradients are then zeroed in place rather than dropped.
+  graphed_microbatch* graphs = nullptr;
 };
 
 /// The micro-batches of one optimizer step: A times (dataloader, forward with the loss divided by A,
 /// backward), gradients accumulating in the parameters' .grad. Returns the step's loss (the mean over
 /// its M*A examples) as a device scalar; no CPU-GPU sync.
 inline torch::Tensor accumulate_step(Qwen3Impl& model, const token_source& data, const schedule& s,
-                                     std::int64_t global_step, traceml::callback_list& callbacks) {
+                                     std::int64_t global_step, traceml::callback_list& callbacks,
+                                     graphed_microbatch* graphs = nullptr) {
   using traceml::phase_kind;
   const auto device = model.embed_tokens.device();
   const double inv_accum = 1.0 / static_cast<double>(s.accumulation);
@@ -51,21 +56,29 @@ inline torch::Tensor accumulate_step(Qwen3Impl& model, const token_source& data,
     callbacks.on_phase_begin(phase_kind::dataloader);
     auto ids = microbatch(data, s, global_step, micro);
     // Pinned host memory lets the copy run asynchronously on the stream (no sync here).
-    if (device.is_cuda()) ids = ids.pin_memory().to(device, /*non_blocking=*/true);
+    if (graphs) graphs->load(ids.pin_memory());  // into the graph's input buffer, asynchronously
+    else if (device.is_cuda()) ids = ids.pin_memory().to(device, /*non_blocking=*/true);
     callbacks.on_phase_end(phase_kind::dataloader);
 
     callbacks.on_phase_begin(phase_kind::forward);
-    auto loss = model.loss(ids);
-    if (s.accumulation > 1) loss = loss * inv_accum;
+    torch::Tensor loss;
+    if (graphs) {
+      loss = graphs->forward();  // scaled by 1/A inside the graph
+    } else {
+      loss = model.loss(ids);
+      if (s.accumulation > 1) loss = loss * inv_accum;
+    }
     callbacks.on_phase_end(phase_kind::forward);
 
     callbacks.on_phase_begin(phase_kind::backward);
-    loss.backward();
+    if (graphs) graphs->backward();
+    else loss.backward();
     callbacks.on_phase_end(phase_kind::backward);
 
     {
       torch::NoGradGuard no_grad;
-      step_loss = step_loss.defined() ? step_loss + loss.detach() : loss.detach();
+      // A graph's loss tensor is overwritten by the next replay: the first term is copied.
+      step_loss = step_loss.defined() ? step_loss + loss.detach() : (graphs ? loss.detach().clone() : loss.detach());
     }
     callbacks.on_microbatch_end();
   }
@@ -79,7 +92,8 @@ inline std::vector<double> train(Qwen3Impl& model, adamw& opt, const token_sourc
                                  traceml::callback_list& callbacks) {
   using traceml::phase_kind;
   model.train();
-  opt.zero_grad();
+  const bool keep_grads = t.graphs != nullptr;  // captured graphs add into these very tensors
+  opt.zero_grad(!keep_grads);
 
   std::vector<torch::Tensor> step_losses;  // on the device, read at the end
   std::vector<double> losses;
@@ -88,11 +102,11 @@ inline std::vector<double> train(Qwen3Impl& model, adamw& opt, const token_sourc
   callbacks.on_train_begin();
   for (std::int64_t step = 0; step < t.steps; ++step) {
     callbacks.on_step_begin();
-    auto step_loss = accumulate_step(model, data, t.sched, t.first_step + step, callbacks);
+    auto step_loss = accumulate_step(model, data, t.sched, t.first_step + step, callbacks, t.graphs);
 
     callbacks.on_phase_begin(phase_kind::optimizer);
     opt.step();
-    opt.zero_grad();
+    opt.zero_grad(!keep_grads);
     callbacks.on_phase_end(phase_kind::optimizer);
 
     if (t.sync_each_step) losses.push_back(step_loss.item<double>());  // CPU-GPU sync point

@@ -141,3 +141,28 @@ TEST_CASE("adamw equals torch::optim::AdamW, warm-up is linear", "[qwen3][optimi
   CHECK(sched.lr_at(4) == Approx(2e-4));
   CHECK(sched.lr_at(50) == Approx(2e-4));
 }
+
+TEST_CASE("zero_grad drops gradients, or zeroes them in place for CUDA-graph replays", "[qwen3][optimizer]") {
+  std::vector<torch::Tensor> p{torch::ones({4}, torch::requires_grad()), torch::ones({2, 3}, torch::requires_grad())};
+  qwen3::adamw opt(p);
+  for (auto& t : p) t.mutable_grad() = torch::full(t.sizes(), 3.0);
+  const auto* storage = p[1].grad().data_ptr<float>();
+  opt.zero_grad(/*set_to_none=*/false);
+  for (auto& t : p) {
+    REQUIRE(t.grad().defined());
+    CHECK(t.grad().abs().max().item<float>() == 0.0f);
+  }
+  CHECK(p[1].grad().data_ptr<float>() == storage);  // the same tensor a captured backward adds into
+  opt.zero_grad();
+  for (auto& t : p) CHECK_FALSE(t.grad().defined());
+}
+
+TEST_CASE("CUDA graphs are refused clearly where the build has none", "[qwen3][graphs]") {
+#if !QWEN3_HAVE_CUDA_GRAPHS
+  auto m = qwen3_test::tiny_model();
+  CHECK_THROWS_WITH(qwen3::graphed_microbatch(*m, std::vector<torch::Tensor>{}, 1, 8, 1.0),
+                    Catch::Contains("CUDA graphs need LibTorch 2.x built with CUDA"));
+#else
+  SUCCEED("this build has CUDA graphs; they are exercised on a GPU by the experiment (--cuda-graphs)");
+#endif
+}
