@@ -10,7 +10,7 @@
 set -uo pipefail
 out=${1:?output dir}
 root=$(cd "$(dirname "$0")/.." && pwd)
-deps=${2:-$root/.deps}
+deps=$(cd "${2:-$root/.deps}" && pwd)  # absolute: CMake does not resolve relative prefixes from here
 build=${BUILD:-/tmp/traceml-gpu-build}
 mkdir -p "$out"
 t0=$(date +%s)
@@ -18,7 +18,9 @@ stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
 
 tp=$(python3 -c 'import torch, torch.utils; print(torch.utils.cmake_prefix_path)')
 stamp "configure"
+# Catch2_DIR: a system-wide Catch2 v3 would otherwise shadow the v2 in DEPS_DIR.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$tp;$deps/usr" \
+  -DCatch2_DIR="$deps/usr/lib/cmake/Catch2" \
   >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 grep "traceml:" "$out/configure.log"
 stamp "build"

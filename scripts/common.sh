@@ -23,8 +23,12 @@ install_missing_packages() {
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo=sudo
   echo "traceml: installing ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # A machine without a package registry (a GPU box with LibTorch from pip, say) carries on: the
+  # configure step then says which optional parts it skips.
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+         --no-install-recommends "${missing[@]}" >/dev/null; }; then
+    echo "traceml: could not install ${missing[*]}; continuing with what is there"
+  fi
 }
 
 # CMake prefix of a Python torch installation, if there is one (e.g. the CUDA wheel on a GPU machine).
@@ -37,10 +41,16 @@ configure_and_build() {
   local tp
   tp=$(torch_prefix)
   [ -n "$tp" ] && prefix_path="$tp${prefix_path:+;$prefix_path}"
-  [ -d "$ROOT/.deps/usr" ] && prefix_path="${prefix_path:+$prefix_path;}$ROOT/.deps/usr"
+  # .deps/usr: header-only Debian packages unpacked by hand on a machine without a package manager.
+  local extra=()
+  if [ -d "$ROOT/.deps/usr" ]; then
+    prefix_path="${prefix_path:+$prefix_path;}$ROOT/.deps/usr"
+    # A system-wide Catch2 v3 would otherwise shadow the v2 there.
+    [ -d "$ROOT/.deps/usr/lib/cmake/Catch2" ] && extra+=(-DCatch2_DIR="$ROOT/.deps/usr/lib/cmake/Catch2")
+  fi
   local generator=()
   command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
   cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    ${prefix_path:+-DCMAKE_PREFIX_PATH="$prefix_path"} "$@"
+    ${prefix_path:+-DCMAKE_PREFIX_PATH="$prefix_path"} "${extra[@]}" "$@"
   cmake --build "$BUILD_DIR" -j "$(nproc)"
 }
