@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
                 "checkpointing %s, CUDA graphs %s, device %s\n",
                 o.model_dir.empty() ? o.preset.c_str() : o.model_dir.c_str(), cfg.name.c_str(), o.dtype.c_str(),
                 static_cast<long long>(o.seq_len), static_cast<long long>(effective), static_cast<long long>(o.steps),
-                schedules.size(), o.repeats, o.checkpointing ? "on" : "off", o.cuda_graphs ? "on" : "off",
+                schedules.size(), o.repeats, o.checkpointing ? "on" : "off", o.cuda_graphs ? "requested" : "off",
                 device_name.c_str());
     if (o.model_dir.empty())
       std::printf("weights: random (seed %llu); step time depends on shapes, not on weight values\n",
