@@ -80,6 +80,7 @@ class profiler : public recording_callback, private recorder_observer {
       return;
     }
     attached_ = true;
+    (void)now_ns();  // the clock calibrates on first use (milliseconds): here, not inside step 0
     // Each run numbers its steps from 0; records left over from before the run are discarded.
     R.next_step.store(0, std::memory_order_relaxed);
     detail::drain_all([](const span_record&) {});
