@@ -187,3 +187,24 @@ TEST_CASE("rings of exited threads are reused once drained", "[scopes][threads]"
   CHECK(detail::drain_all([&](const span_record&) { ++seen; }) == 0);
   CHECK(seen == almost_full + 10);
 }
+
+TEST_CASE("now_ns keeps steady_clock's pace and axis, whichever counter it reads", "[clock]") {
+  const auto steady = [] { return detail::steady_ns(); };
+  const std::int64_t a = now_ns(), sa = steady();
+  traceml_test::spin_for(std::chrono::milliseconds(50));
+  const std::int64_t b = now_ns(), sb = steady();
+  INFO("clock reads the TSC: " << clock_uses_tsc());
+  // Same axis: the two clocks agree to a few milliseconds at most (bounds leave room for a
+  // preemption between the paired reads on a loaded machine)...
+  CHECK(std::llabs(a - sa) < 5'000'000);
+  // ...and the same rate: 50 ms measured both ways differ by less than 1% (a miscalibrated TSC
+  // frequency would be off by far more).
+  CHECK(std::llabs((b - a) - (sb - sa)) < 500'000);
+  // Monotonic.
+  std::int64_t prev = now_ns();
+  for (int i = 0; i < 100000; ++i) {
+    const std::int64_t t = now_ns();
+    REQUIRE(t >= prev);
+    prev = t;
+  }
+}
