@@ -44,8 +44,11 @@ inline void write_kernels(json_writer& w, const std::vector<kernel_stat>& ks) {
   w.end_array();
 }
 
-inline void write_step(json_writer& w, const step_result& st, std::optional<bool> warmup) {
+/// One step as an object; `run_name`, when given, comes first (JSONL lines stand alone).
+inline void write_step(json_writer& w, const step_result& st, std::optional<bool> warmup,
+                       const std::string* run_name = nullptr) {
   w.begin_object();
+  if (run_name) w.member("run", *run_name);
   w.member("step", st.step).member("wall_ms", st.wall_ms).member("residual_ms", st.residual_ms);
   w.member("microbatches", st.microbatches);
   if (warmup) w.member("warmup", *warmup);  // known only once the run's length is known
@@ -157,14 +160,7 @@ inline bool write_json_summary(const std::string& path, const std::vector<run_re
 inline std::string step_jsonl_line(const std::string& run_name, const step_result& st) {
   std::string out;
   detail::json_writer w(out);
-  // The step object, with the run name spliced in front so each line stands alone.
-  std::string step;
-  detail::json_writer ws(step);
-  detail::write_step(ws, st, std::nullopt);
-  w.begin_object().member("run", run_name).end_object();
-  out.pop_back();  // drop '}' and continue with the step's members
-  out += ',';
-  out.append(step, 1, std::string::npos);
+  detail::write_step(w, st, std::nullopt, &run_name);
   out += '\n';
   return out;
 }
