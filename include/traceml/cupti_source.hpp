@@ -33,6 +33,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -53,6 +54,7 @@
 #include "traceml/gpu_memory.hpp"
 #include "traceml/gpu_source.hpp"
 #include "traceml/kernel_name.hpp"
+#include "traceml/recording_budget.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -66,10 +68,15 @@ struct cupti_options {
   bool finalize = true;           ///< cuptiFinalize on destruction: no CUPTI cost afterwards
   std::size_t top_kernels = 10;
   int max_lag_steps = 8;          ///< resolve a step by time after this many later steps ended
-  /// Kernel records on one step in N (1: every step). CUPTI's own per-launch cost is paid only on
-  /// sampled steps; the others report kernels_measured = false (and, as measured on an H200 with
-  /// CUDA 13.0, span_ns = -1: marker records did not come back while kernel records were off).
-  /// See docs/attribution.md for the measured costs.
+  /// Which steps CUPTI records. CUPTI's per-launch cost is paid only on recorded steps: between
+  /// them every activity kind is switched off and no marker is enqueued, so the other steps run as
+  /// if untraced and report kernels_measured = false, span_ns = -1 (docs/attribution.md has the
+  /// measured costs).
+  /// overhead_budget > 0: as many steps as keep CUPTI's measured cost under this share of the run
+  /// time (recording_budget.hpp); the first recording comes right after 3 warm-up and 3 baseline
+  /// steps. 0.5% by default: with traceml's own ~0.1-0.2% per step the whole stays under 1%
+  /// (measured, docs/attribution.md). 0: every step (CUPTI's full cost), or one in sample_every.
+  double overhead_budget = 0.005;
   int sample_every = 1;
   /// Diagnostics and tests: called on the worker thread with each attribution round.
   std::function<void(const attribution_input&, const attribution_output&)> round_tap;
@@ -108,6 +115,7 @@ struct cupti_api {
   decltype(&::cuptiActivityGetNumDroppedRecords) dropped_records = nullptr;
   decltype(&::cuptiGetTimestamp) get_timestamp = nullptr;
   decltype(&::cuptiFinalize) finalize = nullptr;
+  decltype(&::cuptiActivitySetAttribute) set_attribute = nullptr;  // optional
   // Newer than CUDA 12.0: declared here so that older headers compile; null when absent.
   using timestamp_fn = std::uint64_t(CUPTIAPI*)(void);
   CUptiResult(CUPTIAPI* register_timestamp_callback)(timestamp_fn) = nullptr;
@@ -142,6 +150,7 @@ struct cupti_api {
               sym(dropped_records, "cuptiActivityGetNumDroppedRecords") && sym(get_timestamp, "cuptiGetTimestamp") &&
               sym(finalize, "cuptiFinalize");
     sym(register_timestamp_callback, "cuptiActivityRegisterTimestampCallback");
+    sym(set_attribute, "cuptiActivitySetAttribute");
     if (!ok) why = "CUPTI library too old (missing entry points)";
     return ok;
   }
@@ -171,7 +180,7 @@ inline void CUPTIAPI cupti_noop_callback(void*, CUpti_CallbackDomain, CUpti_Call
 /// the profiler. One per process at a time (CUPTI has one activity client).
 class cupti_source : public gpu_source {
  public:
-  explicit cupti_source(cupti_options o = {}) : opt_(std::move(o)) { start(); }
+  explicit cupti_source(cupti_options o = {}) : opt_(std::move(o)), budget_(opt_.overhead_budget) { start(); }
 
   ~cupti_source() override { stop(); }
   cupti_source(const cupti_source&) = delete;
@@ -182,14 +191,25 @@ class cupti_source : public gpu_source {
   const std::string& why() const noexcept { return why_; }
 
   const char* name() const noexcept override { return "cupti"; }
-  bool wants_scope_hooks() const noexcept override { return opt_.markers && running_; }
+  bool wants_scope_hooks() const noexcept override { return running_ && (opt_.markers || sampling()); }
 
   /// Hot: one ~20 KB cudaMemsetAsync on the current stream (a few microseconds of CPU, about a
   /// microsecond of GPU) plus an uncontended lock. Micro-batch boundaries get no marker.
   void on_scope_begin(phase_kind kind, const char*, std::int32_t step, std::int32_t) noexcept override {
     if (kind == phase_kind::microbatch || !running_) return;
-    if (kind == phase_kind::step && sampled(step)) set_kernel_records(true);
-    open_marker m = enqueue_marker(current_stream());
+    if (kind == phase_kind::step) {
+      bool traced = true;
+      {
+        std::lock_guard<std::mutex> lock(hook_mu_);
+        traced = opt_.overhead_budget > 0 ? budget_.should_record()
+                                          : opt_.sample_every <= 1 || (step >= 0 && step % opt_.sample_every == 0);
+        traced_steps_[step] = traced;
+      }
+      if (traced) set_records_on();
+      step_traced_.store(traced, std::memory_order_relaxed);
+    }
+    // Unsampled steps get no markers: a stack entry with seq 0 keeps begins and ends paired.
+    open_marker m = step_traced_.load(std::memory_order_relaxed) ? enqueue_marker(current_stream()) : open_marker{};
     try {
       std::lock_guard<std::mutex> lock(hook_mu_);
       open_[std::this_thread::get_id()].push_back(m);
@@ -210,8 +230,11 @@ class cupti_source : public gpu_source {
         st.pop_back();
       }
       open_marker e = b.seq ? enqueue_marker(b.stream) : open_marker{};
-      if (r.kind == phase_kind::step && opt_.sample_every > 1 && sampled(r.step)) set_kernel_records(false);
+      const bool step_end = r.kind == phase_kind::step;
+      const bool traced = step_traced_.load(std::memory_order_relaxed);
+      if (step_end && traced) switch_off_after_step(b.stream, e.seq);
       std::lock_guard<std::mutex> lock(hook_mu_);
+      if (step_end && opt_.overhead_budget > 0) budget_.step_done(r.end_ns - r.begin_ns, traced);
       closed_[detail::span_key(r.thread, r.begin_ns)] = std::make_pair(b.seq, e.seq);
     } catch (...) {
     }
@@ -224,10 +247,12 @@ class cupti_source : public gpu_source {
     if (!running_) return;
     pending_step p;
     p.step = step;
-    p.sampled = sampled(step);
     if (opt_.memory) p.memory = opt_.memory();
     {
       std::lock_guard<std::mutex> lock(hook_mu_);
+      auto t = traced_steps_.find(step);
+      p.sampled = t == traced_steps_.end() || t->second;
+      traced_steps_.clear();
       for (auto& s : spans) {
         if (s.step != step || s.kind == phase_kind::microbatch) continue;
         marked_span ms;
@@ -245,6 +270,7 @@ class cupti_source : public gpu_source {
     }
     {
       std::lock_guard<std::mutex> lock(state_mu_);
+      p.flushes_at_end = flushes_done_;
       steps_.push_back(std::move(p));
     }
     wake_.notify_one();
@@ -273,13 +299,41 @@ class cupti_source : public gpu_source {
     s += opt_.markers ? "stream-ordered boundary markers" : "by time, markers off";
     s += ", clock: ";
     s += clock_callback_ ? "CUPTI stamps now_ns()" : "CUPTI clock mapped by offset";
-    if (opt_.sample_every > 1) s += ", kernel records on 1 step in " + std::to_string(opt_.sample_every);
+    if (opt_.overhead_budget > 0) {
+      std::lock_guard<std::mutex> lock(hook_mu_);
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "; kernel records on %llu step(s) chosen to keep their cost under %.1f%% of run time: one cost "
+                    "%+.0f%% of a step, %.2f%% spent",
+                    static_cast<unsigned long long>(budget_.recordings()), 100.0 * budget_.budget(),
+                    100.0 * budget_.cost_per_recording(), 100.0 * budget_.spent_share());
+      s += buf;
+    } else if (opt_.sample_every > 1) {
+      s += "; kernel records on 1 step in " + std::to_string(opt_.sample_every);
+    } else {
+      s += "; kernel records on every step";
+    }
     s += ")";
     return s;
   }
 
+  /// Steps recorded under overhead_budget so far, and the share of run time they cost.
+  std::uint64_t budget_recordings() const {
+    std::lock_guard<std::mutex> lock(hook_mu_);
+    return budget_.recordings();
+  }
+  double budget_spent_share() const {
+    std::lock_guard<std::mutex> lock(hook_mu_);
+    return budget_.spent_share();
+  }
+
   /// Records CUPTI dropped (buffers full or refused) since the start.
   std::uint64_t dropped_records() const noexcept { return dropped_total_.load(); }
+
+  /// Sampling: how often CUPTI records were switched on or off, and the training thread's time
+  /// spent doing it (cuptiActivityEnable/Disable calls), since the start.
+  std::uint64_t record_switches() const noexcept { return switches_.load(); }
+  std::int64_t record_switch_ns() const noexcept { return switch_ns_.load(); }
 
  private:
   struct open_marker {
@@ -290,23 +344,68 @@ class cupti_source : public gpu_source {
     std::int32_t step = -1;
     bool sampled = true;
     std::uint64_t ready_after_flush = 0;  // 0: successor's end marker not seen yet
+    std::uint64_t flushes_at_end = 0;     // flushes_done_ when the step ended
     std::uint64_t end_marker = 0;
     memory_sample memory;
     std::vector<marked_span> spans;
   };
 
-  bool sampled(std::int32_t step) const noexcept {
-    return opt_.sample_every <= 1 || (step >= 0 && step % opt_.sample_every == 0);
+  bool sampling() const noexcept { return opt_.overhead_budget > 0 || opt_.sample_every > 1; }
+
+  /// Sampling: every activity kind on or off together. Any enabled kind costs per launch (measured:
+  /// with only MEMSET records left on, unsampled steps still paid about half of CUPTI's cost), so
+  /// none stays on between recorded steps. On: training thread, at a recorded step's begin.
+  void set_records_on() noexcept {
+    if (!sampling()) return;
+    std::lock_guard<std::mutex> lock(switch_mu_);
+    off_pending_ = false;  // a pending switch-off would cut this step's records: records stay on
+    if (records_on_) return;
+    const std::int64_t t0 = now_ns();
+    for (auto k : enabled_) api_.enable(k);
+    records_on_ = true;
+    switch_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    switches_.fetch_add(1, std::memory_order_relaxed);
   }
 
-  /// Sampling: kernel and memcpy records on or off (memsets, hence markers, stay on). Training
-  /// thread, once per sampled step.
-  void set_kernel_records(bool on) noexcept {
-    if (opt_.sample_every <= 1) return;
-    for (auto k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY}) {
-      if (k == CUPTI_ACTIVITY_KIND_MEMCPY && !opt_.memcpy) continue;
-      (on ? api_.enable : api_.disable)(k);
+  /// Off: not at the recorded step's end but once the GPU has run it, and then with a forced flush.
+  /// Measured: records switched off at the step's end (its last work still queued) never came back
+  /// from a default flush (CUPTI keeps a buffer with an unfinished record), and steps resolved
+  /// without them. So the training thread records an event behind the step's end marker, and the
+  /// worker, once the event completed, switches records off and force-flushes: everything of the
+  /// recorded step is finished by then; records of later work cut off by the switch come back
+  /// unfinished and are ignored (they belong to unrecorded steps).
+  void switch_off_after_step(cudaStream_t stream, std::uint64_t end_marker) noexcept {
+    if (!sampling()) return;
+    std::lock_guard<std::mutex> lock(switch_mu_);
+    if (off_event_ && !detail::stream_capturing(stream) && cudaEventRecord(off_event_, stream) == cudaSuccess) {
+      off_pending_ = true;
+      off_marker_ = end_marker;
+      return;
     }
+    cudaGetLastError();
+    for (auto k : enabled_) api_.disable(k);  // no event: at once (this step's last records may be lost)
+    records_on_ = false;
+    off_pending_ = false;
+  }
+
+  /// Worker: performs a pending switch-off whose event completed. True when it did.
+  bool switch_off_if_due() {
+    std::uint64_t marker = 0;
+    {
+      std::lock_guard<std::mutex> lock(switch_mu_);
+      if (!off_pending_) return false;
+      const cudaError_t q = cudaEventQuery(off_event_);
+      if (q == cudaErrorNotReady) return false;
+      cudaGetLastError();
+      for (auto k : enabled_) api_.disable(k);
+      records_on_ = false;
+      off_pending_ = false;
+      marker = off_marker_;
+    }
+    api_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    std::lock_guard<std::mutex> lock(state_mu_);
+    off_flushed_marker_ = std::max(off_flushed_marker_, marker);
+    return true;
   }
 
   static std::atomic<cupti_source*>& instance() {
@@ -341,10 +440,18 @@ class cupti_source : public gpu_source {
     else
       sample_clock_offset();
 
+    // Buffers are handed to CUPTI already zeroed (here, and again off the training thread when they
+    // come back), so that CUPTI does not zero them itself on the launching thread.
+    if (api_.set_attribute) {
+      std::uint8_t zeroed = 1;
+      std::size_t size = sizeof zeroed;
+      if (api_.set_attribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &size, &zeroed) == CUPTI_SUCCESS)
+        zeroed_buffers_ = true;
+    }
     pool_.reserve(opt_.buffer_count);
     try {
       for (std::size_t i = 0; i < opt_.buffer_count; ++i) {
-        storage_.emplace_back(new std::uint8_t[opt_.buffer_bytes]);
+        storage_.emplace_back(new std::uint8_t[opt_.buffer_bytes]());
         pool_.push_back(storage_.back().get());
       }
     } catch (...) {
@@ -364,11 +471,12 @@ class cupti_source : public gpu_source {
       }
       enabled_.push_back(k);
     }
-    if (opt_.sample_every > 1) {
-      // Enabled once above to learn whether CUPTI lets us; sampled steps switch them on again.
-      api_.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-      if (opt_.memcpy) api_.disable(CUPTI_ACTIVITY_KIND_MEMCPY);
+    if (sampling() && cudaEventCreateWithFlags(&off_event_, cudaEventDisableTiming) != cudaSuccess) {
+      cudaGetLastError();
+      off_event_ = nullptr;  // records then go off at each recorded step's end (some may be lost)
     }
+    if (sampling())  // enabled once above to learn whether CUPTI lets us; steps switch them
+      for (auto k : enabled_) api_.disable(k);
     if (opt_.markers) {
       int dev = 0;
       cudaGetDevice(&dev);
@@ -411,10 +519,15 @@ class cupti_source : public gpu_source {
       if (api_.flush_all) api_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       if (subscribed_) api_.unsubscribe(subscriber_);
       subscribed_ = false;
-      if (opt_.finalize && api_.finalize) api_.finalize();
+      // Not after sampling: on an H200 (CUDA 13.0) a CUDA-graph replay after a sampling source had
+      // been finalized failed with "unspecified launch failure", twice; an every-step source
+      // finalized without trouble. With every kind disabled CUPTI stays loaded but idle.
+      if (opt_.finalize && api_.finalize && !sampling()) api_.finalize();
     }
     for (auto& p : marker_buffers_)
       if (p) cudaFree(p);
+    if (off_event_) cudaEventDestroy(off_event_);
+    off_event_ = nullptr;
     cudaGetLastError();
     if (owns_instance_) instance().store(nullptr);
     owns_instance_ = false;
@@ -502,6 +615,7 @@ class cupti_source : public gpu_source {
       self->dropped_total_.fetch_add(dropped);
       self->dropped_since_.fetch_add(dropped);
     }
+    if (self->zeroed_buffers_) std::memset(buffer, 0, self->opt_.buffer_bytes);  // off the training thread
     {
       std::lock_guard<std::mutex> lock(self->pool_mu_);
       self->pool_.push_back(buffer);
@@ -589,6 +703,16 @@ class cupti_source : public gpu_source {
           break;
       }
     }
+    if (sampling()) {
+      // Records cut off by a switch-off come back unfinished (no timestamps); they belong to
+      // unrecorded steps (switch_off_after_step), so they are not reported as dropped.
+      const auto n = recs.size();
+      recs.erase(std::remove_if(recs.begin(), recs.end(), [](const gpu_record& g) { return !g.begin_ns || !g.end_ns; }),
+                 recs.end());
+      unfinished_.fetch_add(n - recs.size(), std::memory_order_relaxed);
+      marks.erase(std::remove_if(marks.begin(), marks.end(), [](const marker_time& m) { return !m.begin_ns || !m.end_ns; }),
+                  marks.end());
+    }
     std::lock_guard<std::mutex> lock(inbox_mu_);
     inbox_records_.insert(inbox_records_.end(), recs.begin(), recs.end());
     inbox_markers_.insert(inbox_markers_.end(), marks.begin(), marks.end());
@@ -628,8 +752,24 @@ class cupti_source : public gpu_source {
     auto next_flush = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(state_mu_);
     while (!stopping_) {
-      wake_.wait_until(lock, next_flush);
+      bool pending = false;
+      {
+        std::lock_guard<std::mutex> sl(switch_mu_);
+        pending = off_pending_;
+      }
+      if (pending)  // a switch-off waits for the GPU: look again in a millisecond
+        wake_.wait_for(lock, std::chrono::milliseconds(1));
+      else if (opt_.flush_period_ms > 0)
+        wake_.wait_until(lock, next_flush);
+      else
+        wake_.wait(lock);  // no periodic flush: CUPTI hands over full buffers, steps resolve by lag
       if (stopping_) break;
+      if (pending) {
+        lock.unlock();
+        const bool switched = switch_off_if_due();
+        lock.lock();
+        if (switched) ++flushes_done_;
+      }
       if (std::chrono::steady_clock::now() >= next_flush && opt_.flush_period_ms > 0) {
         lock.unlock();
         api_.flush_all(0);  // delivers finished records through buffer_completed on this thread
@@ -662,13 +802,22 @@ class cupti_source : public gpu_source {
     std::size_t n_ready = 0;
     for (std::size_t i = 0; i < steps_.size(); ++i) {
       bool ready = final;
-      if (!ready && i + 1 < steps_.size() && steps_[i].end_marker && steps_[i + 1].end_marker) {
-        if (!steps_[i].ready_after_flush && markers_.count(steps_[i].end_marker) &&
-            markers_.count(steps_[i + 1].end_marker))
+      // An unrecorded step has no records to wait for. A recorded step under sampling is complete
+      // once records were switched off behind it and force-flushed.
+      if (!ready && !steps_[i].sampled) ready = true;
+      if (!ready && sampling()) ready = steps_[i].end_marker && off_flushed_marker_ >= steps_[i].end_marker;
+      if (!ready && !sampling() && i + 1 < steps_.size() && steps_[i].end_marker) {
+        const auto& next = steps_[i + 1];
+        const bool next_seen = next.sampled ? next.end_marker && markers_.count(next.end_marker) : true;
+        if (!steps_[i].ready_after_flush && markers_.count(steps_[i].end_marker) && next_seen)
           steps_[i].ready_after_flush = flushes_done_ + 2;  // a whole flush begun after this moment
         ready = steps_[i].ready_after_flush && flushes_done_ >= steps_[i].ready_after_flush;
       }
-      if (!ready) ready = static_cast<int>(steps_.size() - 1 - i) >= opt_.max_lag_steps;
+      // Lagging: enough later steps ended and two flushes ran since (fast steps must not outrun
+      // the flush period).
+      if (!ready)
+        ready = static_cast<int>(steps_.size() - 1 - i) >= opt_.max_lag_steps &&
+                flushes_done_ >= steps_[i].flushes_at_end + 2;
       if (!ready) break;
       n_ready = i + 1;
     }
@@ -750,6 +899,10 @@ class cupti_source : public gpu_source {
   std::vector<CUpti_ActivityKind> enabled_;
   std::atomic<std::int64_t> clock_offset_{0};
   std::atomic<bool> keep_activities_{false};
+  std::atomic<bool> step_traced_{true};  // the current step is sampled (always, without sampling)
+  std::atomic<std::uint64_t> switches_{0};
+  std::atomic<std::int64_t> switch_ns_{0};
+  bool zeroed_buffers_ = false;
 
   // activity buffers
   std::mutex pool_mu_;
@@ -758,6 +911,7 @@ class cupti_source : public gpu_source {
   std::atomic<std::uint64_t> refused_{0};
   std::atomic<std::uint64_t> dropped_total_{0};
   std::atomic<std::uint64_t> dropped_since_{0};
+  std::atomic<std::uint64_t> unfinished_{0};  // sampling: records cut off by switching records off
 
   // markers
   std::mutex marker_mu_;
@@ -766,7 +920,15 @@ class cupti_source : public gpu_source {
   std::atomic<std::uint64_t> issued_[detail::marker_window] = {};  // residue -> last seq issued
 
   // scope hooks
-  std::mutex hook_mu_;
+  std::mutex switch_mu_;           // records on/off (sampling)
+  bool records_on_ = false;        // guarded by switch_mu_
+  bool off_pending_ = false;       // guarded by switch_mu_: records go off once off_event_ completed
+  std::uint64_t off_marker_ = 0;   // the recorded step's end marker behind which off_event_ waits
+  cudaEvent_t off_event_ = nullptr;
+  std::uint64_t off_flushed_marker_ = 0;  // state_mu_: records up to this marker were force-flushed
+  mutable std::mutex hook_mu_;
+  recording_budget budget_;                            // which steps are recorded (overhead_budget)
+  std::unordered_map<std::int32_t, bool> traced_steps_;  // step -> recorded, until its step_ended
   std::unordered_map<std::thread::id, std::vector<open_marker>> open_;
   std::unordered_map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> closed_;
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu_standin_model.hpp"
+#include "standin_model.hpp"
 #include "traceml/cupti_source.hpp"
 #include "traceml/profiler.hpp"
 #include "traceml/torch_adapter.hpp"
@@ -66,6 +66,7 @@ std::unique_ptr<traceml::gpu_source> make_cupti(int sample_every = 1,
   auto o = torch_options();
   o.cupti_opts.current_stream = o.current_stream;
   o.cupti_opts.memory = o.memory;
+  o.cupti_opts.overhead_budget = 0;  // every step (or 1 in sample_every): the tests count kernels per step
   o.cupti_opts.sample_every = sample_every;
   // The profiler moves activities into its trace at finish(): tests read them as rounds resolve.
   o.cupti_opts.round_tap = [activities](const traceml::attribution_input& in, const traceml::attribution_output& out) {
@@ -406,12 +407,45 @@ CATCH_TEST_CASE("sampled kernel records: measured steps exact - the others say s
       CATCH_CHECK(count(*s.gpu, "counted", -1) == 37);
       CATCH_CHECK(c->facts.span_ns > 0);
     } else {
-      // Nothing measured is reported as such: no kernels, and span_ns -1 unless markers timed it.
+      // Unsampled steps run untraced (no CUPTI records, no markers) and say so: nothing reads as 0.
       CATCH_CHECK(s.gpu->total.kernel_count == 0);
       CATCH_CHECK(c->top_kernels.empty());
-      CATCH_CHECK(c->facts.span_ns != 0);
+      CATCH_CHECK(c->facts.span_ns == -1);
+      CATCH_CHECK(s.gpu->total.span_ns == -1);
     }
   }
+}
+
+CATCH_TEST_CASE("budgeted kernel records: recorded steps exact, never two in a row", "[gpu][sampling][budget]") {
+  mlp_loop loop;
+  loop.step(false);
+  auto o = torch_options();
+  o.cupti_opts.current_stream = o.current_stream;
+  o.cupti_opts.memory = o.memory;
+  o.cupti_opts.overhead_budget = 0.05;
+  auto src = std::make_unique<traceml::cupti_source>(o.cupti_opts);
+  CATCH_REQUIRE(src->ok());
+  auto r = run_profiled(std::move(src), 40, [&](int) { loop.step(false); });
+  CATCH_REQUIRE(r.steps.size() == 40);
+  std::vector<int> recorded;
+  for (auto& s : r.steps) {
+    CATCH_REQUIRE(s.gpu.has_value());
+    CATCH_CAPTURE(s.step);
+    if (s.gpu->kernels_measured) {
+      recorded.push_back(s.step);
+      CATCH_CHECK(count(*s.gpu, "counted", -1) == 37);
+      CATCH_CHECK(s.gpu->dropped_records == 0);
+      CATCH_CHECK(s.gpu->unattributed_kernels == 0);
+    } else {
+      CATCH_CHECK(s.gpu->total.kernel_count == 0);
+      CATCH_CHECK(s.gpu->total.span_ns == -1);
+    }
+  }
+  std::printf("budgeted records: %zu of 40 steps; %s\n", recorded.size(), r.summary.gpu_status.c_str());
+  CATCH_REQUIRE_FALSE(recorded.empty());
+  CATCH_CHECK(recorded.front() == 6);  // 3 warm-up steps, 3 baseline steps
+  for (std::size_t i = 1; i < recorded.size(); ++i) CATCH_CHECK(recorded[i] - recorded[i - 1] >= 3);
+  CATCH_CHECK(r.summary.gpu_status.find("under 5.0% of run time") != std::string::npos);
 }
 
 CATCH_TEST_CASE("one CUPTI source at a time - shut down cleanly and start again", "[gpu][degrade]") {

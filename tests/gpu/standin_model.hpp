@@ -1,7 +1,7 @@
 // A LibTorch stand-in for a decoder-only transformer with LoRA adapters (Qwen3-like layout: RMSNorm,
 // grouped-query attention with rotary embeddings, SwiGLU MLP; LoRA on all seven linear layers, base
 // weights frozen). Random weights: it exists to launch a realistic number and mix of kernels, not
-// to learn anything. Used by benchmarks/gpu_overhead.cpp and the [gpu] tests.
+// to learn anything. Used by the [gpu] tests.
 #pragma once
 #include <torch/torch.h>
 

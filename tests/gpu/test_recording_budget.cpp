@@ -1,0 +1,120 @@
+// recording_budget on simulated runs: which steps get CUPTI records, and what that costs the run,
+// against the true cost the simulation knows (step durations in ns, 1 ms = 1e6).
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "traceml/recording_budget.hpp"
+
+using traceml::recording_budget;
+
+namespace {
+
+struct simulation {
+  std::int64_t untraced_ns = 100'000'000;  // 100 ms steps
+  double recorded_extra = 0.30;             // a recorded step takes 30% longer
+  double after_extra = 0.0;                 // and the step after it this much longer
+  double noise = 0.0;                       // uniform +- share of each step
+  int warmup = 3;
+  std::int64_t warmup_ns = 2'000'000'000;   // one-time costs of the first steps
+  std::uint32_t seed = 1;
+
+  struct outcome {
+    std::vector<int> recorded;  // step indices
+    double true_overhead = 0;   // extra time caused by recordings / untraced run time (counted steps)
+  };
+
+  outcome run(recording_budget& b, int steps) const {
+    outcome o;
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> u(-noise, noise);
+    double extra = 0, base = 0;
+    bool after = false;
+    for (int s = 0; s < steps; ++s) {
+      const bool rec = b.should_record();
+      const double clean = s < warmup ? static_cast<double>(warmup_ns) : static_cast<double>(untraced_ns) * (1.0 + u(rng));
+      double d = clean;
+      if (rec) d += recorded_extra * static_cast<double>(untraced_ns);
+      else if (after) d += after_extra * static_cast<double>(untraced_ns);
+      if (s >= warmup) {
+        base += clean;
+        extra += d - clean;
+      }
+      after = rec;
+      if (rec) o.recorded.push_back(s);
+      b.step_done(static_cast<std::int64_t>(d), rec);
+    }
+    o.true_overhead = extra / base;
+    return o;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("recording budget: a 30% recording at a 1% budget records about one step in 30", "[budget]") {
+  simulation sim;
+  recording_budget b(0.01);
+  const auto o = sim.run(b, 1000);
+  CHECK(o.true_overhead <= 0.0105);  // within budget (one recording of slack at most)
+  CHECK(o.true_overhead >= 0.008);   // and not needlessly stingy
+  CHECK(o.recorded.size() >= 28);
+  CHECK(o.recorded.size() <= 35);
+  CHECK(b.spent_share() == Approx(o.true_overhead).epsilon(0.02));
+  CHECK(b.cost_per_recording() == Approx(0.30).epsilon(0.01));
+  CHECK(b.recordings() == o.recorded.size());
+}
+
+TEST_CASE("recording budget: warm-up steps are neither recorded nor the baseline", "[budget]") {
+  simulation sim;
+  recording_budget b(0.01, /*warmup=*/3);
+  const auto o = sim.run(b, 200);
+  REQUIRE_FALSE(o.recorded.empty());
+  // Three warm-up steps, then three baseline steps: step 6 is the first that may be recorded, and
+  // its cost is measured against 100 ms steps, not the 2 s warm-up.
+  CHECK(o.recorded.front() == 6);
+  CHECK(b.cost_per_recording() == Approx(0.30).epsilon(0.01));
+  CHECK(o.true_overhead <= 0.0105 + 0.30 / 200);
+}
+
+TEST_CASE("recording budget: the step after a recording is charged too", "[budget]") {
+  simulation sim;
+  sim.recorded_extra = 0.10;
+  sim.after_extra = 0.10;
+  recording_budget b(0.01);
+  const auto o = sim.run(b, 2000);
+  CHECK(o.true_overhead <= 0.0105);
+  CHECK(o.true_overhead >= 0.008);
+  CHECK(b.cost_per_recording() == Approx(0.20).epsilon(0.01));
+}
+
+TEST_CASE("recording budget: free recordings leave one baseline step between them", "[budget]") {
+  simulation sim;
+  sim.recorded_extra = 0.0;
+  recording_budget b(0.01);
+  const auto o = sim.run(b, 60);
+  REQUIRE(o.recorded.size() >= 2);
+  for (std::size_t i = 1; i < o.recorded.size(); ++i) CHECK(o.recorded[i] - o.recorded[i - 1] == 3);
+}
+
+TEST_CASE("recording budget: noisy steps (+-20%) stay within budget", "[budget]") {
+  for (std::uint32_t seed = 1; seed <= 5; ++seed) {
+    simulation sim;
+    sim.noise = 0.20;
+    sim.recorded_extra = 0.15;
+    sim.seed = seed;
+    recording_budget b(0.01);
+    const auto o = sim.run(b, 3000);
+    CAPTURE(seed);
+    CHECK(o.true_overhead <= 0.0110);
+    CHECK(o.true_overhead >= 0.004);  // noise makes the estimate conservative, not useless
+  }
+}
+
+TEST_CASE("recording budget: a zero budget never records", "[budget]") {
+  simulation sim;
+  recording_budget b(0.0);
+  CHECK(sim.run(b, 100).recorded.empty());
+  CHECK(b.spent_share() == 0.0);
+}
