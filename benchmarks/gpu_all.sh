@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one go, with a time limit per part (most important first):
-# build; the [gpu] tests; the C++ trainer against the Python reference side by side; the reference
-# experiment (qwen3-1.7b, 100 steps, bf16, checkpointing); logit parity with transformers; the
-# profiling overhead benchmark; the qwen3 tests on this LibTorch. Logs and JSON go to OUT_DIR.
+# build; the [gpu] tests; the profiling overhead on the Qwen3 trainer (eager, then CUDA graphs); the
+# C++ trainer against the Python reference side by side; the reference experiment (qwen3-1.7b, 100
+# steps, bf16, checkpointing); logit parity with transformers; the qwen3 tests on this LibTorch.
+# Logs and JSON go to OUT_DIR. PARTS picks a subset (default: all of them).
 #
 #   benchmarks/gpu_all.sh OUT_DIR [DEPS_DIR]
+#   PARTS="tests overhead" benchmarks/gpu_all.sh OUT_DIR
 # DEPS_DIR/usr holds header-only Debian packages (catch2, nlohmann-json3-dev, libcli11-dev) on a
 # machine without a package manager.
 set -uo pipefail
@@ -15,6 +17,8 @@ build=${BUILD:-/tmp/traceml-gpu-build}
 mkdir -p "$out"
 t0=$(date +%s)
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
+parts=${PARTS:-tests overhead side_by_side experiment parity qwen3}
+want() { [[ " $parts " == *" $1 "* ]]; }
 
 tp=$(python3 -c 'import torch, torch.utils; print(torch.utils.cmake_prefix_path)')
 stamp "configure"
@@ -24,33 +28,52 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_
   >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 grep "traceml:" "$out/configure.log"
 stamp "build"
-cmake --build "$build" -j"$(nproc)" --target qwen3_accumulation traceml_gpu_tests traceml_gpu_overhead qwen3_logits \
-  traceml_qwen3_tests -- -k 0 >"$out/build.log" 2>&1 || grep -E "error|FAILED" -A5 "$out/build.log" | head -60
+targets="traceml_gpu_tests qwen3_overhead"
+{ want side_by_side || want experiment; } && targets+=" qwen3_accumulation"
+want parity && targets+=" qwen3_logits"
+want qwen3 && targets+=" traceml_qwen3_tests"
+# shellcheck disable=SC2086
+cmake --build "$build" -j"$(nproc)" --target $targets -- -k 0 >"$out/build.log" 2>&1 || grep -E "error|FAILED" -A5 "$out/build.log" | head -60
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
 
-stamp "[gpu] tests"
-timeout 90 "$build/tests/gpu/traceml_gpu_tests" -d yes >"$out/gpu_tests.log" 2>&1; echo "rc=$?"
-tail -3 "$out/gpu_tests.log"
+if want tests; then
+  stamp "[gpu] tests"
+  timeout 90 "$build/tests/gpu/traceml_gpu_tests" -d yes >"$out/gpu_tests.log" 2>&1; echo "rc=$?"
+  tail -3 "$out/gpu_tests.log"
+fi
 
-stamp "C++ trainer vs Python reference (no checkpointing)"
-timeout 240 "$root/benchmarks/accumulation_vs_reference.sh" "$build" "$out/side_by_side" "${STEPS:-30}" >"$out/side_by_side.log" 2>&1
-tail -8 "$out/side_by_side.log"
+if want overhead; then
+  stamp "overhead on the Qwen3 trainer, eager (checkpointing, as the experiment)"
+  timeout 300 "$build/benchmarks/qwen3_overhead" --rounds "${ROUNDS:-8}" >"$out/overhead_eager.log" 2>&1; echo "rc=$?"
+  cat "$out/overhead_eager.log"
+  stamp "overhead on the Qwen3 trainer, CUDA graphs"
+  timeout 150 "$build/benchmarks/qwen3_overhead" --cuda-graphs --modes events,cupti --rounds "${ROUNDS:-8}" \
+    >"$out/overhead_graphs.log" 2>&1; echo "rc=$?"
+  cat "$out/overhead_graphs.log"
+fi
 
-stamp "reference experiment: qwen3-1.7b, 100 steps, bf16, checkpointing"
-mkdir -p "$out/reference_experiment"
-timeout 150 "$build/examples/qwen3/qwen3_accumulation" --out "$out/reference_experiment" 2>&1 | grep -v '^\[' \
-  >"$out/reference_experiment.log"
-tail -32 "$out/reference_experiment.log"
+if want side_by_side; then
+  stamp "C++ trainer vs Python reference (no checkpointing)"
+  timeout 240 "$root/benchmarks/accumulation_vs_reference.sh" "$build" "$out/side_by_side" "${STEPS:-30}" >"$out/side_by_side.log" 2>&1
+  tail -8 "$out/side_by_side.log"
+fi
 
-stamp "logit parity with transformers"
-timeout 60 python3 "$root/tests/qwen3/hf_parity.py" --tool "$build/examples/qwen3/qwen3_logits" --device cuda \
-  >"$out/hf_parity.log" 2>&1; echo "rc=$?"; tail -3 "$out/hf_parity.log"
+if want experiment; then
+  stamp "reference experiment: qwen3-1.7b, 100 steps, bf16, checkpointing"
+  mkdir -p "$out/reference_experiment"
+  timeout 150 "$build/examples/qwen3/qwen3_accumulation" --out "$out/reference_experiment" 2>&1 | grep -v '^\[' \
+    >"$out/reference_experiment.log"
+  tail -32 "$out/reference_experiment.log"
+fi
 
-stamp "overhead benchmark"
-overhead=$(find "$build" -name traceml_gpu_overhead -type f | head -1)
-timeout 100 "$overhead" --rounds "${ROUNDS:-6}" >"$out/overhead.log" 2>&1
-tail -12 "$out/overhead.log"
+if want parity; then
+  stamp "logit parity with transformers"
+  timeout 60 python3 "$root/tests/qwen3/hf_parity.py" --tool "$build/examples/qwen3/qwen3_logits" --device cuda \
+    >"$out/hf_parity.log" 2>&1; echo "rc=$?"; tail -3 "$out/hf_parity.log"
+fi
 
-stamp "qwen3 tests on this LibTorch"
-(cd "$build" && timeout 60 ctest -R qwen3 >"$out/qwen3_ctest.log" 2>&1); tail -3 "$out/qwen3_ctest.log"
+if want qwen3; then
+  stamp "qwen3 tests on this LibTorch"
+  (cd "$build" && timeout 60 ctest -R qwen3 >"$out/qwen3_ctest.log" 2>&1); tail -3 "$out/qwen3_ctest.log"
+fi
 stamp "done"

@@ -1,0 +1,403 @@
+// qwen3_overhead: what profiling costs the bundled Qwen3 LoRA trainer, measured in one process by
+// alternating blocks of optimizer steps between modes, in an order that rotates every round:
+//   off        the trainer with no profiler (its callback list holds only this benchmark's clock)
+//   cpu        profiler attached, no GPU source (phase timing on the CPU)
+//   events     profiler + CUDA-event phase timing (no CUPTI)
+//   cupti      profiler + CUPTI kernel attribution on every step
+//   cupti/N    profiler + CUPTI records on one step in N (cupti_options::sample_every)
+//   cupti@B    profiler + CUPTI records on the steps an overhead budget of B percent allows (the
+//              default of make_best_gpu_source is cupti@0.5); its blocks are --budget-block steps long,
+//              since the budget is kept over a run, not over a few steps
+//   M+V        a mode with a part switched off, to locate a cost: +nomemory (no memory sampler),
+//              and for CUPTI +nomarkers (no boundary markers), +noclock (CUPTI's own clock, mapped),
+//              +noflush (no periodic flush), +nomemcpy
+// The profiler's own work at step begin and end on the training thread is timed too (callbacks
+// just before and after it), the part of its cost that no GPU overlap can hide.
+// A step is timed from its on_step_begin to the next one's (the profiler's step-end work included);
+// every step ends with a loss read (one CPU-GPU sync, as logging the loss would). The first step
+// of every block is not counted: it pays the mode switch (CUPTI start-up). Per round and mode the
+// mean counted step time is divided by `off`'s of the same round; the median of these ratios over
+// rounds is the overhead, with a distribution-free confidence interval for that median. Means, not
+// medians, per block: a 1-in-N mode pays on one step of N, which a median would hide.
+//
+//   qwen3_overhead [--preset qwen3-1.7b] [--schedules 4x1,1x4] [--modes off,events,cupti,cupti@0.5]
+//                  [--rounds 8] [--block 11] [--budget-block 100] [--seq-len 512] [--cuda-graphs]
+//                  [--no-checkpointing]
+//
+// Budgets (issue: GPU truth): phase timing without CUPTI <= +0.3%; kernel attribution <= +1% when
+// there is no accumulation (4x1) and <= +3% with accumulation (1x4, launch-bound). The verdict says
+// "within" or "over" only when the whole interval is on one side of the budget.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <traceml/clock.hpp>
+#include <traceml/cuda_events_source.hpp>
+#include <traceml/cupti_source.hpp>
+#include <traceml/profiler.hpp>
+#include <traceml/torch_adapter.hpp>
+
+#include "qwen3.hpp"
+
+namespace {
+
+/// Added first to the callback list (begin hooks run in registration order, end hooks in reverse):
+/// stamps step begins before the profiler's work and step ends after it.
+struct step_clock : traceml::callback {
+  std::vector<std::int64_t> begins, ends;
+  std::int64_t end = 0;  // set by after_profiler: its on_train_end runs before the profiler's
+  void on_step_begin() override { begins.push_back(traceml::now_ns()); }
+  void on_step_end() override { ends.push_back(traceml::now_ns()); }
+  /// Step durations in ms: begin to next begin, the last one to the end of training.
+  std::vector<double> steps_ms() const {
+    std::vector<double> out;
+    for (std::size_t i = 0; i < begins.size(); ++i)
+      out.push_back(static_cast<double>((i + 1 < begins.size() ? begins[i + 1] : end) - begins[i]) / 1e6);
+    return out;
+  }
+};
+
+/// Added last: stamps step begins after the profiler's work and step ends before it.
+struct after_profiler : traceml::callback {
+  explicit after_profiler(step_clock& c) : clock(c) {}
+  step_clock& clock;
+  std::vector<std::int64_t> begins, ends;
+  void on_step_begin() override { begins.push_back(traceml::now_ns()); }
+  void on_step_end() override { ends.push_back(traceml::now_ns()); }
+  void on_train_end() override { clock.end = traceml::now_ns(); }
+};
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+/// Distribution-free confidence interval for a median: the k-th smallest and k-th largest of n
+/// values, k the largest index whose two-sided coverage stays >= 95% (else k = 1, the range).
+/// Returns {lo, hi, coverage}.
+struct interval {
+  double lo = 0, hi = 0, coverage = 0;
+};
+interval median_interval(std::vector<double> v) {
+  interval ci;
+  const std::size_t n = v.size();
+  if (n == 0) return ci;
+  std::sort(v.begin(), v.end());
+  // P(Binomial(n, 1/2) <= j), accumulated.
+  std::vector<double> cdf(n + 1);
+  double p = std::pow(0.5, static_cast<double>(n)), acc = 0;
+  for (std::size_t j = 0; j <= n; ++j) {
+    acc += p;
+    cdf[j] = acc;
+    p = p * static_cast<double>(n - j) / static_cast<double>(j + 1);
+  }
+  std::size_t k = 1;  // 1-based order statistic
+  while (k + 1 <= n / 2 && 1.0 - 2.0 * cdf[k] >= 0.95) ++k;  // coverage of [x_(k+1), x_(n-k)]
+  ci.lo = v[k - 1];
+  ci.hi = v[n - k];
+  ci.coverage = 1.0 - 2.0 * cdf[k - 1];
+  return ci;
+}
+
+struct mode {
+  std::string name;
+  int sample_every = 0;  // cupti modes: 1 = every step
+  bool events = false, profiler = false;
+  double budget = 0;     // cupti@B: overhead budget (share)
+  bool memory = true;    // +nomemory
+  traceml::cupti_options cupti;  // variants: +nomarkers +noclock +noflush +nomemcpy
+};
+
+mode parse_mode(std::string s) {
+  mode m;
+  m.name = s;
+  // CUPTI variants, to find where a cost comes from: cupti+nomarkers+noclock ...
+  for (std::size_t plus = s.find('+'); plus != std::string::npos; plus = s.find('+')) {
+    std::size_t next = s.find('+', plus + 1);
+    const std::string v = s.substr(plus + 1, next == std::string::npos ? std::string::npos : next - plus - 1);
+    s.erase(plus, next == std::string::npos ? std::string::npos : next - plus);
+    if (v == "nomemory") {
+      m.memory = false;
+      continue;
+    }
+    if (v == "nomarkers") m.cupti.markers = false;
+    else if (v == "noclock") m.cupti.timestamp_callback = false;
+    else if (v == "noflush") m.cupti.flush_period_ms = 0;
+    else if (v == "nomemcpy") m.cupti.memcpy = false;
+    else throw std::invalid_argument("unknown variant '+" + v + "' (nomemory, nomarkers, noclock, noflush, nomemcpy)");
+    if (s.rfind("cupti", 0) != 0) throw std::invalid_argument("variants apply to cupti modes only: " + m.name);
+  }
+  if (s == "off") return m;
+  m.profiler = true;
+  if (s == "cpu") return m;
+  if (s == "events") {
+    m.events = true;
+    return m;
+  }
+  if (s == "cupti") {
+    m.sample_every = 1;
+    return m;
+  }
+  if (s.rfind("cupti/", 0) == 0) {
+    m.sample_every = std::atoi(s.c_str() + 6);
+    if (m.sample_every >= 1) return m;
+  }
+  if (s.rfind("cupti@", 0) == 0) {
+    m.sample_every = 1;
+    m.budget = std::atof(s.c_str() + 6) / 100.0;
+    if (m.budget > 0) return m;
+  }
+  throw std::invalid_argument("unknown mode '" + s + "' (off, cpu, events, cupti, cupti/N, cupti@B)");
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t p = 0;
+  while (p <= s.size()) {
+    const std::size_t q = std::min(s.find(',', p), s.size());
+    if (q > p) out.push_back(s.substr(p, q - p));
+    p = q + 1;
+  }
+  return out;
+}
+
+/// What a mode measured over all its blocks.
+struct mode_result {
+  std::vector<double> counted;                 // every counted step, ms
+  std::vector<double> block_means;             // per round
+  std::vector<double> sampled, unsampled;      // cupti/N: counted steps by whether CUPTI recorded them
+  std::vector<double> hook_us;                 // the profiler's step begin + end work, per step
+  std::uint64_t recorded_steps = 0, steps = 0;
+  std::uint64_t kernels = 0, attributed = 0, dropped = 0, gpu_steps = 0, switches = 0;
+  std::int64_t switch_ns = 0;
+  std::string status, unavailable;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string preset, schedules = "4x1,1x4", modes_arg = "off,events,cupti,cupti@0.5", device_name;
+  int rounds = 8, block = 0, budget_block = 100, warmup = 3;
+  std::int64_t seq_len = 0;
+  bool checkpointing = true, cuda_graphs = false;
+  std::uint64_t seed = 1234;
+  CLI::App app{"Profiling overhead on the Qwen3 LoRA trainer: alternating blocks of steps, paired ratios to untraced."};
+  app.add_option("--preset", preset, "model preset (default: qwen3-1.7b on a GPU, tiny on the CPU)");
+  app.add_option("--schedules", schedules, "comma-separated MxA schedules")->capture_default_str();
+  app.add_option("--modes", modes_arg, "off, cpu, events, cupti, cupti/N (off is always measured)")->capture_default_str();
+  app.add_option("--rounds", rounds, "rounds; each runs one block per mode")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--block", block, "steps per block, the first not counted (default: largest N of cupti/N, plus 1, at least 4)")
+      ->check(CLI::Range(2, 100000));
+  app.add_option("--budget-block", budget_block, "steps per block of cupti@B modes")->check(CLI::Range(2, 100000))->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed steps per schedule before the first round")->capture_default_str();
+  app.add_option("--seq-len", seq_len, "tokens per example (default: 512 on a GPU, 64 on the CPU)");
+  app.add_option("--device", device_name, "cuda | cpu (default: cuda when available)")->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_flag("--checkpointing,!--no-checkpointing", checkpointing, "activation checkpointing (default on, as the experiment)");
+  app.add_flag("--cuda-graphs", cuda_graphs, "replay forward and backward from CUDA graphs (LibTorch 2.x with CUDA)");
+  app.add_option("--seed", seed, "seed for weights and synthetic data")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    std::vector<mode> modes = {parse_mode("off")};
+    int largest_n = 1;
+    for (auto& s : split(modes_arg)) {
+      if (s == "off") continue;
+      modes.push_back(parse_mode(s));
+      largest_n = std::max(largest_n, modes.back().sample_every);
+    }
+    if (block == 0) block = std::max(4, largest_n + 1);
+    const bool cuda = device_name.empty() ? torch::cuda::is_available() : device_name == "cuda";
+    if (cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
+    const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+    if (preset.empty()) preset = cuda ? "qwen3-1.7b" : "tiny";
+    if (seq_len == 0) seq_len = cuda ? 512 : 64;
+    const auto dtype = cuda ? torch::kBFloat16 : torch::kFloat32;
+    const auto cfg = qwen3::preset(preset);
+    qwen3::synthetic_tokens data(cfg.vocab_size, seq_len, seed);
+    std::printf("qwen3_overhead: %s, %s, seq %lld, checkpointing %s, CUDA graphs %s, %s; %d rounds x %d steps per "
+                "mode (first of each block not counted)\n",
+                preset.c_str(), cuda ? "bf16" : "fp32", static_cast<long long>(seq_len), checkpointing ? "on" : "off",
+                cuda_graphs ? "on" : "off", cuda ? "cuda" : "cpu", rounds, block);
+
+    for (const auto& sched : qwen3::parse_schedules(schedules)) {
+      torch::manual_seed(seed);
+      auto model = qwen3::Qwen3(cfg, qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(checkpointing));
+      qwen3::adamw opt(qwen3::apply_lora(*model, qwen3::lora_options{}));
+      std::unique_ptr<qwen3::graphed_microbatch> graphs;
+      if (cuda_graphs) {
+#if QWEN3_HAVE_CUDA_GRAPHS
+        graphs = std::make_unique<qwen3::graphed_microbatch>(*model, opt.params(), sched.micro_batch, seq_len,
+                                                             1.0 / static_cast<double>(sched.accumulation));
+        graphs->capture(qwen3::microbatch(data, sched, 0, 0));
+#else
+        throw std::runtime_error("--cuda-graphs: this build has no CUDA graph support (needs LibTorch 2.x with CUDA)");
+#endif
+      }
+      std::int64_t global_step = 0;
+      auto run_block = [&](int steps, traceml::callback_list& callbacks) {
+        qwen3::train_options t;
+        t.sched = sched;
+        t.steps = steps;
+        t.first_step = global_step;
+        t.sync_each_step = true;
+        t.graphs = graphs.get();
+        qwen3::train(*model, opt, data, t, callbacks);
+        global_step += steps;
+      };
+      {
+        traceml::callback_list none;
+        run_block(warmup, none);
+      }
+
+      std::map<std::string, mode_result> res;
+      std::vector<double> off_first_round;
+      for (int r = 0; r < rounds; ++r) {
+        std::map<std::string, double> round_mean;
+        for (std::size_t mi = 0; mi < modes.size(); ++mi) {
+          const mode& md = modes[(mi + static_cast<std::size_t>(r)) % modes.size()];
+          auto& out = res[md.name];
+          if (!out.unavailable.empty()) continue;
+          step_clock clock;
+          after_profiler after(clock);
+          traceml::callback_list callbacks;
+          callbacks.add(clock);
+          std::unique_ptr<traceml::profiler> prof;
+          traceml::cupti_source* cupti = nullptr;
+          if (md.profiler) {
+            traceml::profiler_options po;
+            po.run_name = md.name;
+            po.print_table = false;
+            po.warmup_steps = 0;
+            prof = std::make_unique<traceml::profiler>(po);
+            if (md.events) {
+              traceml::cuda_events_options eo;
+              eo.current_stream = traceml::libtorch::current_stream_provider();
+              eo.memory = traceml::libtorch::caching_allocator_sampler();
+              if (!md.memory) eo.memory = nullptr;
+              auto src = cuda ? std::make_unique<traceml::cuda_events_source>(eo) : nullptr;
+              if (!src || !src->ok()) out.unavailable = src ? src->status() : "no CUDA device";
+              else prof->set_gpu_source(std::move(src));
+            } else if (md.sample_every > 0) {
+              traceml::cupti_options co = md.cupti;
+              co.sample_every = md.sample_every;
+              co.current_stream = traceml::libtorch::current_stream_provider();
+              co.memory = traceml::libtorch::caching_allocator_sampler();
+              co.overhead_budget = md.budget;
+              if (!md.memory) co.memory = nullptr;
+              auto src = cuda ? std::make_unique<traceml::cupti_source>(co) : nullptr;
+              if (!src || !src->ok()) {
+                out.unavailable = src ? src->why() : "no CUDA device";
+              } else {
+                cupti = src.get();
+                prof->set_gpu_source(std::move(src));
+              }
+            }
+            if (!out.unavailable.empty()) continue;
+            callbacks.add(*prof);
+          }
+          callbacks.add(after);
+          run_block(md.budget > 0 ? budget_block : block, callbacks);
+          if (cupti) {
+            out.switches += cupti->record_switches();
+            out.switch_ns += cupti->record_switch_ns();
+          }
+          for (std::size_t i = 1; i < clock.ends.size() && i < after.ends.size() && i < after.begins.size(); ++i)
+            out.hook_us.push_back(static_cast<double>((after.begins[i] - clock.begins[i]) + (clock.ends[i] - after.ends[i])) / 1e3);
+          const auto ms = clock.steps_ms();
+          std::vector<double> counted(ms.begin() + 1, ms.end());
+          std::fprintf(stderr, "[%s round %d] %-10s %8.3f ms/step\n", sched.name().c_str(), r + 1, md.name.c_str(),
+                       mean(counted));
+          out.counted.insert(out.counted.end(), counted.begin(), counted.end());
+          round_mean[md.name] = mean(counted);
+          if (md.name == "off" && r == 0) off_first_round = counted;
+          if (prof) {
+            const auto& result = prof->finish();
+            out.status = result.summary.gpu_status;
+            std::set<std::int32_t> recorded;
+            for (const auto& s : result.steps) {
+              ++out.steps;
+              if (!s.gpu || !s.gpu->kernels_measured) continue;
+              ++out.recorded_steps;
+              recorded.insert(s.step);
+              ++out.gpu_steps;
+              out.kernels += s.gpu->total.kernel_count;
+              for (const auto& p : s.gpu->phases) out.attributed += p.facts.kernel_count;
+              out.dropped += s.gpu->dropped_records;
+            }
+            if (md.sample_every > 1 || md.budget > 0)
+              for (std::size_t i = 1; i < ms.size(); ++i)
+                (recorded.count(static_cast<std::int32_t>(i)) ? out.sampled : out.unsampled).push_back(ms[i]);
+          }
+        }
+        for (auto& [name, m] : round_mean)
+          if (round_mean.count("off") && round_mean["off"] > 0) res[name].block_means.push_back(m / round_mean["off"]);
+      }
+
+      const double off_ms = mean(res["off"].counted);
+      const bool accumulating = sched.accumulation > 1;
+      std::printf("\nschedule %s (micro-batch x accumulation): off %.3f ms/step (mean of %zu steps; first round, before "
+                  "any profiling: %.3f ms)\n",
+                  sched.name().c_str(), off_ms, res["off"].counted.size(), mean(off_first_round));
+      std::printf("  %-9s %10s  %-28s %-26s %s\n", "mode", "mean step", "ratio to off (median, rounds)",
+                  "interval for the median", "budget");
+      for (const auto& md : modes) {
+        const auto& m = res[md.name];
+        if (!m.unavailable.empty()) {
+          std::printf("  %-9s unavailable: %s\n", md.name.c_str(), m.unavailable.c_str());
+          continue;
+        }
+        if (md.name == "off") continue;
+        const double ratio = median(m.block_means);
+        const auto ci = median_interval(m.block_means);
+        const double budget = md.sample_every > 0 ? (accumulating ? 0.03 : 0.01) : 0.003;
+        const char* verdict = ci.hi <= 1.0 + budget ? "within" : ci.lo > 1.0 + budget ? "OVER" : "not resolved by this run";
+        std::printf("  %-9s %7.3f ms  %.4f (%+6.2f%%) n=%-3zu         [%.4f, %.4f] (%2.0f%%)     +%.1f%%: %s\n",
+                    md.name.c_str(), mean(m.counted), ratio, 100.0 * (ratio - 1.0), m.block_means.size(), ci.lo, ci.hi,
+                    100.0 * ci.coverage, 100.0 * budget, verdict);
+        std::printf("  %-9s   profiler work at step begin and end on the training thread: %.1f us per step (%.3f%% of off)\n",
+                    "", mean(m.hook_us), 100.0 * mean(m.hook_us) / 1e3 / off_ms);
+        if ((md.sample_every > 1 || md.budget > 0) && !m.sampled.empty())
+          std::printf("  %-9s   %llu of %llu steps recorded: %.3f ms (%+.2f%% vs off), the others %.3f ms (%+.2f%%); %llu "
+                      "switches, %.3f ms each on the training thread\n",
+                      "", static_cast<unsigned long long>(m.recorded_steps), static_cast<unsigned long long>(m.steps),
+                      mean(m.sampled), 100.0 * (mean(m.sampled) / off_ms - 1.0), mean(m.unsampled),
+                      100.0 * (mean(m.unsampled) / off_ms - 1.0), static_cast<unsigned long long>(m.switches),
+                      m.switches ? static_cast<double>(m.switch_ns) / 1e6 / static_cast<double>(m.switches) : 0.0);
+        if ((md.sample_every > 1 || md.budget > 0) && !m.unsampled.empty())
+          // Within its own blocks: unrecorded steps run as untraced ones, so they are a baseline
+          // free of block-to-block drift (which long blocks of a CPU-bound loop show).
+          std::printf("  %-9s   against its own unrecorded steps: %+.2f%%\n", "",
+                      100.0 * (mean(m.counted) / mean(m.unsampled) - 1.0));
+        if (md.sample_every > 0)
+          std::printf("  %-9s   %.0f kernels per recorded step, %.4f%% attributed to a phase, %llu records dropped\n", "",
+                      m.gpu_steps ? static_cast<double>(m.kernels) / static_cast<double>(m.gpu_steps) : 0.0,
+                      m.kernels ? 100.0 * static_cast<double>(m.attributed) / static_cast<double>(m.kernels) : 0.0,
+                      static_cast<unsigned long long>(m.dropped));
+        if (!m.status.empty()) std::printf("  %-9s   status: %s\n", "", m.status.c_str());
+      }
+      std::fflush(stdout);
+#if QWEN3_HAVE_CUDA_GRAPHS
+      graphs.reset();
+#endif
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qwen3_overhead: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
