@@ -48,6 +48,7 @@ struct experiment_options {
   std::string model_dir;             // a Hugging Face snapshot folder instead of a preset
   std::string data_file;             // little-endian uint32 token ids; empty: synthetic
   std::string gpu_timing = "auto";   // auto (CUPTI, else CUDA events) | events | off
+  double record_budget = 0.5;        // % of step time CUPTI's kernel records may cost; 0: every step
   bool checkpointing = true;         // the reference run used activation checkpointing
   bool cuda_graphs = false;          // replay each micro-batch's forward and backward from CUDA graphs
   int repeats = 1;
@@ -103,6 +104,7 @@ std::unique_ptr<traceml::gpu_source> make_gpu_source(const experiment_options& o
   if (!device.is_cuda() || o.gpu_timing == "off") return nullptr;
   traceml::gpu_source_options g;
   g.cupti = o.gpu_timing == "auto";
+  g.cupti_opts.overhead_budget = o.record_budget / 100.0;
   g.current_stream = traceml::libtorch::current_stream_provider();
   g.memory = traceml::libtorch::caching_allocator_sampler();
   return traceml::make_best_gpu_source(g);
@@ -157,6 +159,10 @@ int main(int argc, char** argv) {
   app.add_option("--data", o.data_file, "token-id file (flat little-endian uint32) instead of synthetic tokens");
   app.add_option("--gpu-timing", o.gpu_timing, "auto (CUPTI kernel attribution, else CUDA events) | events | off")
       ->check(CLI::IsMember({"auto", "events", "off"}))->capture_default_str();
+  app.add_option("--record-budget", o.record_budget,
+                 "percent of step time CUPTI's kernel records may cost: steps are recorded as the budget allows "
+                 "(0: record every step, at CUPTI's full cost)")
+      ->check(CLI::Range(0.0, 100.0))->capture_default_str();
   app.add_flag("--checkpointing,!--no-checkpointing", o.checkpointing, "recompute each decoder layer in backward (default on)");
   app.add_flag("--cuda-graphs", o.cuda_graphs,
                "replay forward and backward from CUDA graphs captured per schedule (LibTorch 2.x with CUDA)");
