@@ -233,15 +233,18 @@ inline run_summary summarize_run(const std::vector<step_result>& steps, std::siz
       if (!it->gpu) continue;
       gpu_facts f;
       bool has_span = false;
+      double entries = 0;  // micro-batch entries of this phase in this step
       for (const auto& g : it->gpu->phases) {
         if (g.kind != ps.kind || ps.name != g.name) continue;
         f += g.facts;
         has_span = has_span || g.facts.span_ns >= 0;
-        if (g.microbatch >= 0) micro_entries += 1;
+        if (g.microbatch >= 0) entries += 1;
         detail::merge_kernels(ps.top_kernels, g.top_kernels);
       }
       if (has_span) span.push_back(static_cast<double>(f.span_ns) / 1e6);
-      if (!it->gpu->kernels_measured) continue;  // CUDA events: zeros would mean "not measured"
+      // CUDA events and unrecorded steps: zeros would mean "not measured"
+      if (!it->gpu->kernels_measured) continue;
+      micro_entries += entries;
       kernel.push_back(static_cast<double>(f.kernel_ns) / 1e6);
       busy.push_back(static_cast<double>(f.busy_ns) / 1e6);
       idle.push_back(static_cast<double>(f.idle_ns) / 1e6);

@@ -149,6 +149,47 @@ TEST_CASE("summarize_run: warm-up excluded, zero for missing phases, GPU columns
   CHECK(s.peak_allocated_bytes == 4000);
 }
 
+TEST_CASE("summarize_run: kernel columns average the recorded steps only", "[stats]") {
+  // One step in four recorded by CUPTI (the overhead budget): per step 2 micro-batches x 100
+  // kernels of forward; unrecorded steps carry phase entries without kernel facts.
+  std::vector<step_result> steps;
+  for (int i = 0; i < 8; ++i) {
+    step_result st;
+    st.step = i;
+    st.wall_ms = 10;
+    st.phases.push_back({phase_kind::forward, "forward", 6, 2, true});
+    step_gpu_report g;
+    g.step = i;
+    g.kernels_measured = i % 4 == 1;
+    phase_gpu_facts f;
+    f.kind = phase_kind::forward;
+    f.name = "forward";
+    f.microbatch = 0;
+    if (g.kernels_measured) {
+      f.facts.kernel_count = 100;
+      f.facts.kernel_ns = 3'000'000;
+      f.facts.span_ns = 4'000'000;
+      g.total.kernel_ns = 6'000'000;
+      g.total.span_ns = 9'000'000;
+    }
+    g.phases = {f, f};
+    g.phases[1].microbatch = 1;
+    st.gpu = g;
+    steps.push_back(st);
+  }
+  const auto s = summarize_run(steps, 0);
+  REQUIRE(s.phases[0].kernel_ms);
+  CHECK(s.phases[0].kernel_ms->count == 2);                 // steps 1 and 5
+  CHECK(s.phases[0].kernel_ms->mean == Approx(6));          // 2 x 3 ms
+  CHECK(s.phases[0].kernels_per_step == Approx(200));
+  CHECK(s.phases[0].kernels_per_microbatch == Approx(100));  // not diluted by unrecorded steps
+  REQUIRE(s.step_kernel_ms);
+  CHECK(s.step_kernel_ms->count == 2);
+  REQUIRE(s.step_gpu_span_ms);
+  CHECK(s.step_gpu_span_ms->count == 2);                    // unrecorded steps have no span
+  CHECK(s.phases[0].gpu_span_ms->mean == Approx(8));
+}
+
 TEST_CASE("summarize_run: CUDA-event reports give GPU spans, never kernel zeros", "[stats]") {
   std::vector<step_result> steps;
   for (int i = 0; i < 3; ++i) {
