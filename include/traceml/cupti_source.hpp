@@ -65,7 +65,7 @@ struct cupti_options {
   bool memcpy = true;             ///< MEMCPY records
   int flush_period_ms = 100;      ///< how often the worker asks CUPTI for finished records
   bool timestamp_callback = true; ///< let CUPTI stamp records with now_ns() directly when it can
-  bool finalize = true;           ///< cuptiFinalize on destruction: no CUPTI cost afterwards
+  bool finalize = true;           ///< cuptiFinalize on destruction (not after recording only some steps: stop())
   std::size_t top_kernels = 10;
   int max_lag_steps = 8;          ///< resolve a step by time after this many later steps ended
   /// Which steps CUPTI records. CUPTI's per-launch cost is paid only on recorded steps: between
@@ -203,7 +203,6 @@ class cupti_source : public gpu_source {
         std::lock_guard<std::mutex> lock(hook_mu_);
         traced = opt_.overhead_budget > 0 ? budget_.should_record()
                                           : opt_.sample_every <= 1 || (step >= 0 && step % opt_.sample_every == 0);
-        traced_steps_[step] = traced;
       }
       if (traced) set_records_on();
       step_traced_.store(traced, std::memory_order_relaxed);
@@ -242,17 +241,16 @@ class cupti_source : public gpu_source {
 
   void keep_activities(bool on) override { keep_activities_.store(on, std::memory_order_relaxed); }
 
-  /// Once per step, on the training thread: samples memory and hands the spans to the worker.
+  /// Once per step, on the thread that ended it (before the next step begins): samples memory and
+  /// hands the spans to the worker.
   void step_ended(std::int32_t step, const std::vector<span_record>& spans) override {
     if (!running_) return;
     pending_step p;
     p.step = step;
+    p.sampled = step_traced_.load(std::memory_order_relaxed);  // still this step's decision
     if (opt_.memory) p.memory = opt_.memory();
     {
       std::lock_guard<std::mutex> lock(hook_mu_);
-      auto t = traced_steps_.find(step);
-      p.sampled = t == traced_steps_.end() || t->second;
-      traced_steps_.clear();
       for (auto& s : spans) {
         if (s.step != step || s.kind == phase_kind::microbatch) continue;
         marked_span ms;
@@ -315,16 +313,6 @@ class cupti_source : public gpu_source {
     }
     s += ")";
     return s;
-  }
-
-  /// Steps recorded under overhead_budget so far, and the share of run time they cost.
-  std::uint64_t budget_recordings() const {
-    std::lock_guard<std::mutex> lock(hook_mu_);
-    return budget_.recordings();
-  }
-  double budget_spent_share() const {
-    std::lock_guard<std::mutex> lock(hook_mu_);
-    return budget_.spent_share();
   }
 
   /// Records CUPTI dropped (buffers full or refused) since the start.
@@ -706,10 +694,8 @@ class cupti_source : public gpu_source {
     if (sampling()) {
       // Records cut off by a switch-off come back unfinished (no timestamps); they belong to
       // unrecorded steps (switch_off_after_step), so they are not reported as dropped.
-      const auto n = recs.size();
       recs.erase(std::remove_if(recs.begin(), recs.end(), [](const gpu_record& g) { return !g.begin_ns || !g.end_ns; }),
                  recs.end());
-      unfinished_.fetch_add(n - recs.size(), std::memory_order_relaxed);
       marks.erase(std::remove_if(marks.begin(), marks.end(), [](const marker_time& m) { return !m.begin_ns || !m.end_ns; }),
                   marks.end());
     }
@@ -899,7 +885,7 @@ class cupti_source : public gpu_source {
   std::vector<CUpti_ActivityKind> enabled_;
   std::atomic<std::int64_t> clock_offset_{0};
   std::atomic<bool> keep_activities_{false};
-  std::atomic<bool> step_traced_{true};  // the current step is sampled (always, without sampling)
+  std::atomic<bool> step_traced_{true};  // the current step is recorded (always, without sampling)
   std::atomic<std::uint64_t> switches_{0};
   std::atomic<std::int64_t> switch_ns_{0};
   bool zeroed_buffers_ = false;
@@ -911,7 +897,6 @@ class cupti_source : public gpu_source {
   std::atomic<std::uint64_t> refused_{0};
   std::atomic<std::uint64_t> dropped_total_{0};
   std::atomic<std::uint64_t> dropped_since_{0};
-  std::atomic<std::uint64_t> unfinished_{0};  // sampling: records cut off by switching records off
 
   // markers
   std::mutex marker_mu_;
@@ -928,7 +913,6 @@ class cupti_source : public gpu_source {
   std::uint64_t off_flushed_marker_ = 0;  // state_mu_: records up to this marker were force-flushed
   mutable std::mutex hook_mu_;
   recording_budget budget_;                            // which steps are recorded (overhead_budget)
-  std::unordered_map<std::int32_t, bool> traced_steps_;  // step -> recorded, until its step_ended
   std::unordered_map<std::thread::id, std::vector<open_marker>> open_;
   std::unordered_map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> closed_;
 
