@@ -627,6 +627,19 @@ class cupti_source : public gpu_source {
     return static_cast<std::int64_t>(cupti_ns) + (clock_callback_ ? 0 : clock_offset_.load(std::memory_order_relaxed));
   }
 
+  /// The fields every kernel, memcpy and memset record has, on the now_ns() clock.
+  template <class Record>
+  gpu_record common_fields(gpu_activity::type what, const Record& r) const noexcept {
+    gpu_record g;
+    g.what = what;
+    g.begin_ns = to_now(r.start);
+    g.end_ns = to_now(r.end);
+    g.device = r.deviceId;
+    g.stream = r.streamId;
+    g.correlation = r.correlationId;
+    return g;
+  }
+
   void parse(std::uint8_t* buffer, std::size_t valid) {
     std::vector<gpu_record> recs;
     std::vector<marker_time> marks;
@@ -637,13 +650,7 @@ class cupti_source : public gpu_source {
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
           auto* k = reinterpret_cast<const detail::cupti_kernel_record*>(a);
-          gpu_record g;
-          g.what = gpu_activity::type::kernel;
-          g.begin_ns = to_now(k->start);
-          g.end_ns = to_now(k->end);
-          g.device = k->deviceId;
-          g.stream = k->streamId;
-          g.correlation = k->correlationId;
+          gpu_record g = common_fields(gpu_activity::type::kernel, *k);
           g.graph = k->graphId;
           g.name = intern(k->name);
           recs.push_back(g);
@@ -651,13 +658,7 @@ class cupti_source : public gpu_source {
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
           auto* m = reinterpret_cast<const detail::cupti_memcpy_record*>(a);
-          gpu_record g;
-          g.what = gpu_activity::type::memcpy;
-          g.begin_ns = to_now(m->start);
-          g.end_ns = to_now(m->end);
-          g.device = m->deviceId;
-          g.stream = m->streamId;
-          g.correlation = m->correlationId;
+          gpu_record g = common_fields(gpu_activity::type::memcpy, *m);
           g.bytes = m->bytes;
           g.name = memcpy_name(m->copyKind);
           recs.push_back(g);
@@ -675,13 +676,7 @@ class cupti_source : public gpu_source {
               break;
             }
           }
-          gpu_record g;
-          g.what = gpu_activity::type::memset;
-          g.begin_ns = to_now(m->start);
-          g.end_ns = to_now(m->end);
-          g.device = m->deviceId;
-          g.stream = m->streamId;
-          g.correlation = m->correlationId;
+          gpu_record g = common_fields(gpu_activity::type::memset, *m);
           g.bytes = b;
           g.name = "memset";
           recs.push_back(g);
