@@ -16,14 +16,13 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
+#include "traceml/detail/scope_pairing.hpp"
 #include "traceml/gpu_memory.hpp"
 #include "traceml/gpu_source.hpp"
 #include "traceml/phase_kind.hpp"
@@ -79,11 +78,6 @@ inline bool stream_capturing(cudaStream_t stream) noexcept {
   return st != cudaStreamCaptureStatusNone;
 }
 
-/// Identifies a closed span: the recorder's thread index and its begin time.
-inline std::uint64_t span_key(std::uint32_t thread, std::int64_t begin_ns) noexcept {
-  return (static_cast<std::uint64_t>(begin_ns) * 1000003ull) ^ thread;
-}
-
 }  // namespace detail
 
 struct cuda_events_options {
@@ -136,7 +130,7 @@ class cuda_events_source : public gpu_source {
     if (!detail::stream_capturing(s)) e = take_and_record(s);
     try {
       std::lock_guard<std::mutex> lock(mu_);
-      open_[std::this_thread::get_id()].push_back(open_entry{e, s});
+      scopes_.begin(open_entry{e, s});
     } catch (...) {
     }
   }
@@ -148,16 +142,13 @@ class cuda_events_source : public gpu_source {
       open_entry b{};
       {
         std::lock_guard<std::mutex> lock(mu_);
-        auto& st = open_[std::this_thread::get_id()];
-        if (st.empty()) return;
-        b = st.back();
-        st.pop_back();
+        if (!scopes_.end(b)) return;
       }
       cudaEvent_t e = nullptr;
       if (b.begin && !detail::stream_capturing(b.stream)) e = take_and_record(b.stream);
       std::lock_guard<std::mutex> lock(mu_);
       if (b.begin && !e) give_back(b.begin);
-      closed_[detail::span_key(r.thread, r.begin_ns)] = closed_entry{e ? b.begin : nullptr, e};
+      scopes_.closed(r, closed_entry{e ? b.begin : nullptr, e});
     } catch (...) {
     }
   }
@@ -169,20 +160,13 @@ class cuda_events_source : public gpu_source {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& s : spans) {
       if (s.kind == phase_kind::microbatch || s.step != step) continue;
-      auto it = closed_.find(detail::span_key(s.thread, s.begin_ns));
-      closed_entry ce{};
-      if (it != closed_.end()) {
-        ce = it->second;
-        closed_.erase(it);
-      }
-      p.spans.emplace_back(s, ce);
+      p.spans.emplace_back(s, scopes_.take(s));
     }
     // Scopes that closed before this step and belong to none: their events go back to the pool.
-    for (auto it = closed_.begin(); it != closed_.end();) {
-      give_back(it->second.begin);
-      give_back(it->second.end);
-      it = closed_.erase(it);
-    }
+    scopes_.drop_rest([this](const closed_entry& c) {
+      give_back(c.begin);
+      give_back(c.end);
+    });
     pending_.push_back(std::move(p));
   }
 
@@ -308,8 +292,7 @@ class cuda_events_source : public gpu_source {
   std::mutex mu_;
   std::vector<cudaEvent_t> all_;
   std::vector<cudaEvent_t> free_;
-  std::unordered_map<std::thread::id, std::vector<open_entry>> open_;
-  std::unordered_map<std::uint64_t, closed_entry> closed_;
+  detail::scope_pairing<open_entry, closed_entry> scopes_;
   std::vector<pending_step> pending_;
 };
 

@@ -41,6 +41,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -211,7 +212,7 @@ class cupti_source : public gpu_source {
     open_marker m = step_traced_.load(std::memory_order_relaxed) ? enqueue_marker(current_stream()) : open_marker{};
     try {
       std::lock_guard<std::mutex> lock(hook_mu_);
-      open_[std::this_thread::get_id()].push_back(m);
+      scopes_.begin(m);
     } catch (...) {
     }
   }
@@ -223,10 +224,7 @@ class cupti_source : public gpu_source {
       open_marker b{};
       {
         std::lock_guard<std::mutex> lock(hook_mu_);
-        auto& st = open_[std::this_thread::get_id()];
-        if (st.empty()) return;
-        b = st.back();
-        st.pop_back();
+        if (!scopes_.end(b)) return;
       }
       open_marker e = b.seq ? enqueue_marker(b.stream) : open_marker{};
       const bool step_end = r.kind == phase_kind::step;
@@ -234,7 +232,7 @@ class cupti_source : public gpu_source {
       if (step_end && traced) switch_off_after_step(b.stream, e.seq);
       std::lock_guard<std::mutex> lock(hook_mu_);
       if (step_end && opt_.overhead_budget > 0) budget_.step_done(r.end_ns - r.begin_ns, traced);
-      closed_[detail::span_key(r.thread, r.begin_ns)] = std::make_pair(b.seq, e.seq);
+      scopes_.closed(r, std::make_pair(b.seq, e.seq));
     } catch (...) {
     }
   }
@@ -255,16 +253,11 @@ class cupti_source : public gpu_source {
         if (s.step != step || s.kind == phase_kind::microbatch) continue;
         marked_span ms;
         ms.span = s;
-        auto it = closed_.find(detail::span_key(s.thread, s.begin_ns));
-        if (it != closed_.end()) {
-          ms.begin_marker = it->second.first;
-          ms.end_marker = it->second.second;
-          closed_.erase(it);
-        }
+        std::tie(ms.begin_marker, ms.end_marker) = scopes_.take(s);
         if (s.kind == phase_kind::step) p.end_marker = ms.end_marker;
         p.spans.push_back(ms);
       }
-      closed_.clear();  // scopes outside this step: nothing to attribute them to
+      scopes_.drop_rest([](const auto&) {});  // scopes outside this step: nothing to attribute them to
     }
     {
       std::lock_guard<std::mutex> lock(state_mu_);
@@ -908,8 +901,7 @@ class cupti_source : public gpu_source {
   std::uint64_t off_flushed_marker_ = 0;  // state_mu_: records up to this marker were force-flushed
   mutable std::mutex hook_mu_;
   recording_budget budget_;                            // which steps are recorded (overhead_budget)
-  std::unordered_map<std::thread::id, std::vector<open_marker>> open_;
-  std::unordered_map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> closed_;
+  detail::scope_pairing<open_marker, std::pair<std::uint64_t, std::uint64_t>> scopes_;  // begin/end marker seqs
 
   // parsing (CUPTI's thread)
   std::mutex parse_mu_;
