@@ -5,13 +5,7 @@
 
 #include "traceml/cupti_source.hpp"
 
-#define EXPECT(c)                                                     \
-  do {                                                                \
-    if (!(c)) {                                                       \
-      std::fprintf(stderr, "FAILED: %s (line %d)\n", #c, __LINE__);   \
-      return 1;                                                       \
-    }                                                                 \
-  } while (0)
+#include "expect.hpp"
 
 int main() {
   traceml::reset_diagnostics(true);

@@ -4,13 +4,7 @@
 
 #include "traceml/torch_adapter.hpp"
 
-#define EXPECT(c)                                                     \
-  do {                                                                \
-    if (!(c)) {                                                       \
-      std::fprintf(stderr, "FAILED: %s (line %d)\n", #c, __LINE__);   \
-      return 1;                                                       \
-    }                                                                 \
-  } while (0)
+#include "expect.hpp"
 
 int main() {
   namespace lt = traceml::libtorch;
