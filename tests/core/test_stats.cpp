@@ -149,33 +149,45 @@ TEST_CASE("summarize_run: warm-up excluded, zero for missing phases, GPU columns
   CHECK(s.peak_allocated_bytes == 4000);
 }
 
+namespace {
+/// Step `i`: 10 ms with a 6 ms forward phase over two micro-batches, and a GPU report with `forward`
+/// as the facts of each micro-batch's forward and `total` for the step.
+step_result two_microbatch_step(int i, bool kernels_measured, const gpu_facts& forward, const gpu_facts& total) {
+  step_result st;
+  st.step = i;
+  st.wall_ms = 10;
+  st.phases.push_back({phase_kind::forward, "forward", 6, 2, true});
+  step_gpu_report g;
+  g.step = i;
+  g.kernels_measured = kernels_measured;
+  g.total = total;
+  phase_gpu_facts f;
+  f.kind = phase_kind::forward;
+  f.name = "forward";
+  f.microbatch = 0;
+  f.facts = forward;
+  g.phases = {f, f};
+  g.phases[1].microbatch = 1;
+  st.gpu = g;
+  return st;
+}
+}  // namespace
+
 TEST_CASE("summarize_run: kernel columns average the recorded steps only", "[stats]") {
   // One step in four recorded by CUPTI (the overhead budget): per step 2 micro-batches x 100
   // kernels of forward; unrecorded steps carry phase entries without kernel facts.
   std::vector<step_result> steps;
   for (int i = 0; i < 8; ++i) {
-    step_result st;
-    st.step = i;
-    st.wall_ms = 10;
-    st.phases.push_back({phase_kind::forward, "forward", 6, 2, true});
-    step_gpu_report g;
-    g.step = i;
-    g.kernels_measured = i % 4 == 1;
-    phase_gpu_facts f;
-    f.kind = phase_kind::forward;
-    f.name = "forward";
-    f.microbatch = 0;
-    if (g.kernels_measured) {
-      f.facts.kernel_count = 100;
-      f.facts.kernel_ns = 3'000'000;
-      f.facts.span_ns = 4'000'000;
-      g.total.kernel_ns = 6'000'000;
-      g.total.span_ns = 9'000'000;
+    gpu_facts forward, total;
+    const bool recorded = i % 4 == 1;
+    if (recorded) {
+      forward.kernel_count = 100;
+      forward.kernel_ns = 3'000'000;
+      forward.span_ns = 4'000'000;
+      total.kernel_ns = 6'000'000;
+      total.span_ns = 9'000'000;
     }
-    g.phases = {f, f};
-    g.phases[1].microbatch = 1;
-    st.gpu = g;
-    steps.push_back(st);
+    steps.push_back(two_microbatch_step(i, recorded, forward, total));
   }
   const auto s = summarize_run(steps, 0);
   REQUIRE(s.phases[0].kernel_ms);
@@ -193,23 +205,10 @@ TEST_CASE("summarize_run: kernel columns average the recorded steps only", "[sta
 TEST_CASE("summarize_run: CUDA-event reports give GPU spans, never kernel zeros", "[stats]") {
   std::vector<step_result> steps;
   for (int i = 0; i < 3; ++i) {
-    step_result st;
-    st.step = i;
-    st.wall_ms = 10;
-    st.phases.push_back({phase_kind::forward, "forward", 6, 2, true});
-    step_gpu_report g;
-    g.step = i;
-    g.kernels_measured = false;  // events: only spans are known
-    g.total.span_ns = 9'000'000;
-    phase_gpu_facts f;
-    f.kind = phase_kind::forward;
-    f.name = "forward";
-    f.microbatch = 0;
-    f.facts.span_ns = 2'000'000 + 1'000'000 * i;
-    g.phases = {f, f};
-    g.phases[1].microbatch = 1;
-    st.gpu = g;
-    steps.push_back(st);
+    gpu_facts forward, total;
+    forward.span_ns = 2'000'000 + 1'000'000 * i;
+    total.span_ns = 9'000'000;
+    steps.push_back(two_microbatch_step(i, /*kernels_measured=*/false, forward, total));  // events: spans only
   }
   const auto s = summarize_run(steps, 0);
   CHECK_FALSE(s.step_kernel_ms);
