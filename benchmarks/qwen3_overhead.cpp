@@ -43,6 +43,7 @@
 #include <traceml/cuda_events_source.hpp>
 #include <traceml/cupti_source.hpp>
 #include <traceml/profiler.hpp>
+#include <traceml/stats.hpp>
 #include <traceml/torch_adapter.hpp>
 
 #include "qwen3.hpp"
@@ -75,17 +76,9 @@ struct after_profiler : traceml::callback {
   void on_train_end() override { clock.end = traceml::now_ns(); }
 };
 
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+// As the profiler's own summaries compute them (0 for an empty sample).
+double mean(const std::vector<double>& v) { return traceml::summarize(v).mean; }
+double median(const std::vector<double>& v) { return traceml::summarize(v).median; }
 
 /// Distribution-free confidence interval for a median: the k-th smallest and k-th largest of n
 /// values, k the largest index whose two-sided coverage stays >= 95% (else k = 1, the range).
@@ -165,17 +158,6 @@ mode parse_mode(std::string s) {
   throw std::invalid_argument("unknown mode '" + s + "' (off, cpu, events, cupti, cupti/N, cupti@B)");
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t p = 0;
-  while (p <= s.size()) {
-    const std::size_t q = std::min(s.find(',', p), s.size());
-    if (q > p) out.push_back(s.substr(p, q - p));
-    p = q + 1;
-  }
-  return out;
-}
-
 /// What a mode measured over all its blocks.
 struct mode_result {
   std::vector<double> counted;                 // every counted step, ms
@@ -191,7 +173,8 @@ struct mode_result {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string preset, schedules = "4x1,1x4", modes_arg = "off,events,cupti,cupti@0.5", device_name;
+  std::string preset, schedules = "4x1,1x4", device_name;
+  std::vector<std::string> mode_names = {"off", "events", "cupti", "cupti@0.5"};
   int rounds = 8, block = 0, budget_block = 100, warmup = 3;
   std::int64_t seq_len = 0;
   bool checkpointing = true, cuda_graphs = false;
@@ -199,7 +182,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Profiling overhead on the Qwen3 LoRA trainer: alternating blocks of steps, paired ratios to untraced."};
   app.add_option("--preset", preset, "model preset (default: qwen3-1.7b on a GPU, tiny on the CPU)");
   app.add_option("--schedules", schedules, "comma-separated MxA schedules")->capture_default_str();
-  app.add_option("--modes", modes_arg, "off, cpu, events, cupti, cupti/N (off is always measured)")->capture_default_str();
+  app.add_option("--modes", mode_names, "comma-separated: off, cpu, events, cupti, cupti/N, cupti@B, with +variants (off is always measured)")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--rounds", rounds, "rounds; each runs one block per mode")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--block", block, "steps per block, the first not counted (default: largest N of cupti/N, plus 1, at least 4)")
       ->check(CLI::Range(2, 100000));
@@ -215,7 +200,7 @@ int main(int argc, char** argv) {
   try {
     std::vector<mode> modes = {parse_mode("off")};
     int largest_n = 1;
-    for (auto& s : split(modes_arg)) {
+    for (auto& s : mode_names) {
       if (s == "off") continue;
       modes.push_back(parse_mode(s));
       largest_n = std::max(largest_n, modes.back().sample_every);
