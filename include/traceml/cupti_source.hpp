@@ -452,12 +452,13 @@ class cupti_source : public gpu_source {
       }
       enabled_.push_back(k);
     }
-    if (sampling() && cudaEventCreateWithFlags(&off_event_, cudaEventDisableTiming) != cudaSuccess) {
-      cudaGetLastError();
-      off_event_ = nullptr;  // records then go off at each recorded step's end (some may be lost)
+    if (sampling()) {
+      for (auto k : enabled_) api_.disable(k);  // enabled above to learn whether CUPTI lets us; steps switch them
+      if (cudaEventCreateWithFlags(&off_event_, cudaEventDisableTiming) != cudaSuccess) {
+        cudaGetLastError();
+        off_event_ = nullptr;  // records then go off at each recorded step's end (some may be lost)
+      }
     }
-    if (sampling())  // enabled once above to learn whether CUPTI lets us; steps switch them
-      for (auto k : enabled_) api_.disable(k);
     if (opt_.markers) {
       int dev = 0;
       cudaGetDevice(&dev);

@@ -43,11 +43,7 @@ class recording_budget {
   /// At a step's end: its wall duration and whether it was recorded.
   void step_done(std::int64_t duration_ns, bool recorded) {
     if (duration_ns < 0) duration_ns = 0;
-    if (seen_ < warmup_) {
-      ++seen_;
-      return;
-    }
-    ++seen_;
+    if (seen_++ < warmup_) return;
     total_ns_ += duration_ns;
     if (recorded || charging_next_) {
       const double extra = std::max(0.0, static_cast<double>(duration_ns) - baseline_ns());
