@@ -67,6 +67,16 @@ inline memory_sampler cuda_device_memory_sampler(int device = -1) {
 
 namespace detail {
 
+/// The stream `provider` names (the legacy default stream when it is empty or throws).
+inline cudaStream_t stream_of(const stream_provider& provider) noexcept {
+  if (!provider) return nullptr;
+  try {
+    return static_cast<cudaStream_t>(provider());
+  } catch (...) {
+    return nullptr;
+  }
+}
+
 /// True while `stream` is being captured into a CUDA graph: recording a marker then would put it
 /// into the graph. Cost: one runtime call (~100 ns).
 inline bool stream_capturing(cudaStream_t stream) noexcept {
@@ -213,14 +223,7 @@ class cuda_events_source : public gpu_source {
     std::vector<std::pair<span_record, closed_entry>> spans;
   };
 
-  cudaStream_t current_stream() const noexcept {
-    if (!opt_.current_stream) return nullptr;
-    try {
-      return static_cast<cudaStream_t>(opt_.current_stream());
-    } catch (...) {
-      return nullptr;
-    }
-  }
+  cudaStream_t current_stream() const noexcept { return detail::stream_of(opt_.current_stream); }
 
   cudaEvent_t take_and_record(cudaStream_t s) noexcept {
     cudaEvent_t e = nullptr;

@@ -517,14 +517,7 @@ class cupti_source : public gpu_source {
   }
 
   // ---- markers (training thread) --------------------------------------------------------------
-  cudaStream_t current_stream() const noexcept {
-    if (!opt_.current_stream) return nullptr;
-    try {
-      return static_cast<cudaStream_t>(opt_.current_stream());
-    } catch (...) {
-      return nullptr;
-    }
-  }
+  cudaStream_t current_stream() const noexcept { return detail::stream_of(opt_.current_stream); }
 
   void* marker_buffer(int dev) noexcept {
     if (dev < 0 || dev >= detail::max_devices) return nullptr;
