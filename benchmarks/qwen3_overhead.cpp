@@ -40,8 +40,8 @@
 #include <vector>
 
 #include <traceml/clock.hpp>
-#include <traceml/cuda_events_source.hpp>
-#include <traceml/cupti_source.hpp>
+#include <traceml/gpu/cuda_events_source.hpp>
+#include <traceml/gpu/cupti_source.hpp>
 #include <traceml/profiler.hpp>
 #include <traceml/stats.hpp>
 #include <traceml/torch_adapter.hpp>

@@ -28,7 +28,7 @@
 
 #if QWEN3_WITH_GPU_SOURCES
 #include <cuda_runtime_api.h>
-#include <traceml/cupti_source.hpp>
+#include <traceml/gpu/cupti_source.hpp>
 #include <traceml/torch_adapter.hpp>
 #if TRACEML_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>

@@ -21,15 +21,15 @@
 #include <vector>
 
 #include "traceml/callback.hpp"
-#include "traceml/chrome_trace.hpp"
+#include "traceml/sinks/chrome_trace.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/output_file.hpp"
-#include "traceml/gpu_source.hpp"
-#include "traceml/html_report.hpp"
-#include "traceml/json_summary.hpp"
+#include "traceml/gpu/gpu_source.hpp"
+#include "traceml/sinks/html_report.hpp"
+#include "traceml/sinks/json_summary.hpp"
 #include "traceml/phase.hpp"
-#include "traceml/report_table.hpp"
+#include "traceml/sinks/report_table.hpp"
 #include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "traceml/config.hpp"
-#include "traceml/gpu_source.hpp"
+#include "traceml/detail/intervals.hpp"
+#include "traceml/gpu/gpu_facts.hpp"
 #include "traceml/phase_kind.hpp"
 #include "traceml/record.hpp"
 #include "traceml/stats.hpp"
@@ -43,42 +44,96 @@ struct step_result {
   }
 };
 
+/// One kernel name's figures over a run's recorded steps, per step.
+struct kernel_figure {
+  std::string name;
+  std::uint64_t launches = 0;      ///< over all recorded steps
+  double launches_per_step = 0;    ///< launches / recorded steps
+  double ms_per_step = 0;          ///< summed duration / recorded steps
+  double mean_us = 0;              ///< summed duration / launches
+};
+
+/// What the kernel records of the recorded steps say about one phase (or the whole step). Every
+/// figure here rests on the same `steps` steps, the wall time included, so any ratio of two of them
+/// is a ratio over one sample set. A recorded step on which the phase did not run counts as zeros.
+struct kernel_summary {
+  std::size_t steps = 0;           ///< recorded steps (after warm-up) these figures rest on
+  summary_stats wall_ms;           ///< the phase's CPU wall time on those steps
+  summary_stats window_ms;         ///< the GPU window busy and idle time were measured in
+  summary_stats kernel_ms;         ///< summed kernel durations
+  summary_stats busy_ms;           ///< the GPU ran the phase's own work (inside the window)
+  summary_stats idle_ms;           ///< window - busy
+  double busy_share = 0;           ///< total busy / total window over the steps, in [0, 1]
+  double idle_share = 0;           ///< total idle / total window, = 1 - busy_share (0 without a window)
+  double kernels_per_step = 0;     ///< launches / steps
+  double kernels_per_microbatch = 0;  ///< launches / the phase's micro-batch occurrences (0: outside micro-batches)
+  double mean_kernel_us = 0;       ///< kernel time / launches
+  std::vector<kernel_figure> top_kernels;  ///< merged over the steps first, then the longest top_kernel_count
+};
+
+/// The explanation's sample set: per-step means over the measured steps on which no kernel records
+/// were taken and that do not follow a recorded step (recording's after-effects, which the budget
+/// charges too). These steps carry none of the profiler's recording cost, so a difference between
+/// two runs computed from them is a difference between the training loops. When every measured step
+/// was recorded (every-step recording), the set is all measured steps and `untraced` is false.
+struct baseline_means {
+  std::size_t steps = 0;
+  bool untraced = true;
+  double step_ms = 0;
+  double residual_ms = 0;
+};
+
+/// The per-phase part of baseline_means, over the same steps.
+struct phase_baseline {
+  double wall_ms = 0;
+  double gpu_ms = -1;  ///< GPU time between the phase's boundaries; -1 unless measured on every baseline step
+};
+
 /// Statistics of one phase over the measured steps (a step without the phase counts as 0 ms).
 struct phase_summary {
   phase_kind kind = phase_kind::user;
   std::string name;
   bool top_level = true;
-  summary_stats wall_ms;
-  double share = 0;  ///< mean wall / mean step time
-  // GPU columns, present when a GPU source measured kernels (CUPTI) on the measured steps.
-  std::optional<summary_stats> kernel_ms;
-  std::optional<summary_stats> busy_ms;
-  std::optional<summary_stats> idle_ms;
-  double kernels_per_step = 0;
-  double kernels_per_microbatch = 0;  ///< for phases inside micro-batches
-  std::vector<kernel_stat> top_kernels;  ///< over the measured steps
-  /// GPU time between the phase's boundaries on its stream (CUDA events, or CUPTI markers).
-  std::optional<summary_stats> gpu_span_ms;
+  summary_stats wall_ms;           ///< every measured step (wall_ms.count of them)
+  double share = 0;                ///< wall mean / step mean, over those same steps
+  /// GPU time between the phase's boundaries on its stream (CUDA events on every step, boundary
+  /// markers on recorded steps), over the steps where it was measured (gpu_ms->count).
+  std::optional<summary_stats> gpu_ms;
+  std::optional<kernel_summary> kernels;  ///< recorded steps only; nullopt when none was recorded
+  phase_baseline baseline;
+};
+
+/// What recording kernels cost: recorded steps against the baseline's (untraced) steps.
+struct recording_summary {
+  std::size_t recorded_steps = 0;  ///< measured steps with kernel records
+  double recorded_step_ms = 0;     ///< median wall time of the recorded steps
+  double untraced_step_ms = 0;     ///< median wall time of the untraced baseline steps
+  /// recorded / untraced - 1, from the two medians: how much slower a recorded step ran. nullopt
+  /// when either set is empty.
+  std::optional<double> cost;
 };
 
 /// Statistics of a whole run.
 struct run_summary {
   std::size_t steps = 0;          ///< steps recorded
   std::size_t warmup_steps = 0;   ///< excluded from the statistics
-  summary_stats step_ms;
+  summary_stats step_ms;          ///< every measured step; step_ms.count is their number
   summary_stats residual_ms;
   std::vector<phase_summary> phases;
-  double tokens_per_s = 0;        ///< 0 when the caller gave no tokens per step
+  double tokens_per_s = 0;        ///< from the mean step; 0 when the caller gave no tokens per step
   double samples_per_s = 0;
-  std::optional<summary_stats> step_kernel_ms;  ///< GPU kernel time per step
-  std::optional<summary_stats> step_busy_ms;
-  std::optional<summary_stats> step_gpu_span_ms;  ///< GPU time of the step window (events or markers)
+  std::optional<summary_stats> step_gpu_ms;    ///< GPU time of the step window (events or markers)
+  std::optional<kernel_summary> step_kernels;  ///< the whole step window, recorded steps only
+  recording_summary recording;
+  baseline_means baseline;
   std::int64_t peak_allocated_bytes = -1;
   std::int64_t peak_reserved_bytes = -1;
   std::uint64_t dropped_records = 0;       ///< CPU records lost to full rings
   std::uint64_t dropped_gpu_records = 0;
   std::uint64_t unattributed_kernels = 0;
   std::string gpu_status;                  ///< what the GPU source measured, or why not
+
+  std::size_t measured_steps() const noexcept { return steps - warmup_steps; }
 };
 
 /// A named run: its configuration, every step, and the summary.
@@ -88,29 +143,6 @@ struct run_result {
   std::vector<step_result> steps;
   run_summary summary;
 };
-
-/// Length of the union of [begin, end) intervals, each clipped to [lo, hi).
-inline std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_t>> iv, std::int64_t lo,
-                                 std::int64_t hi) {
-  std::sort(iv.begin(), iv.end());
-  std::int64_t total = 0, cur_b = 0, cur_e = 0;
-  bool open = false;
-  for (auto [b, e] : iv) {
-    b = std::max(b, lo);
-    e = std::min(e, hi);
-    if (e <= b) continue;
-    if (open && b <= cur_e) {
-      cur_e = std::max(cur_e, e);
-    } else {
-      if (open) total += cur_e - cur_b;
-      cur_b = b;
-      cur_e = e;
-      open = true;
-    }
-  }
-  if (open) total += cur_e - cur_b;
-  return total;
-}
 
 /// Builds one step's result from its records: the step's own record, its micro-batches and phases
 /// (on any thread). Records of other steps are ignored. Returns nullopt when no step record is
@@ -127,7 +159,7 @@ inline std::optional<step_result> compute_step(std::int32_t step, std::vector<sp
   out.step = step;
   out.begin_ns = step_rec->begin_ns;
   out.wall_ms = static_cast<double>(step_rec->duration_ns()) / 1e6;
-  std::vector<std::pair<std::int64_t, std::int64_t>> top_level;
+  std::vector<detail::interval> top_level;
   for (const auto& r : spans) {
     if (r.step != step) continue;
     if (r.kind == phase_kind::microbatch) {
@@ -146,45 +178,133 @@ inline std::optional<step_result> compute_step(std::int32_t step, std::vector<sp
     it->top_level = it->top_level && r.nesting == 0;
     if (r.nesting == 0 && r.thread == step_rec->thread) top_level.emplace_back(r.begin_ns, r.end_ns);
   }
-  const auto inside = union_length(std::move(top_level), step_rec->begin_ns, step_rec->end_ns);
+  const auto inside = detail::union_length(std::move(top_level), step_rec->begin_ns, step_rec->end_ns);
   out.residual_ms = static_cast<double>(step_rec->duration_ns() - inside) / 1e6;
   return out;
 }
 
-namespace detail {
-inline void merge_kernels(std::vector<kernel_stat>& into, const std::vector<kernel_stat>& from) {
-  for (const auto& k : from) {
-    auto it = std::find_if(into.begin(), into.end(), [&](const kernel_stat& x) { return x.name == k.name; });
-    if (it == into.end()) {
-      into.push_back(k);
-    } else {
-      it->count += k.count;
-      it->total_ns += k.total_ns;
-    }
-  }
-}
-}  // namespace detail
-
-/// How many kernels per phase the summaries keep.
+/// How many kernels per phase the summaries keep (after merging every recorded step).
 inline constexpr std::size_t top_kernel_count = 10;
 
-/// Statistics over steps[warmup..]; tokens/samples per step give throughput (0 = unknown).
+namespace detail {
+
+inline double ms(std::int64_t ns) noexcept { return static_cast<double>(ns) / 1e6; }
+
+template <class F>
+void for_phase_entries(const step_gpu_report& g, phase_kind kind, const std::string& name, F&& f) {
+  for (const auto& e : g.phases)
+    if (e.kind == kind && name == e.name) f(e);
+}
+
+/// The kernel-record figures over `steps` (all recorded), from per-step facts `facts_of(step)` and
+/// kernel lists `kernels_of(step, into)`.
+template <class FactsOf, class KernelsOf>
+kernel_summary summarize_kernels(const std::vector<const step_result*>& steps, FactsOf&& facts_of, KernelsOf&& kernels_of) {
+  kernel_summary k;
+  k.steps = steps.size();
+  std::vector<double> wall, window, kernel, busy, idle;
+  double launches = 0, entries = 0, kernel_total = 0, busy_total = 0, idle_total = 0, window_total = 0;
+  std::vector<kernel_stat> merged;
+  for (const step_result* st : steps) {
+    double wall_ms = 0, step_entries = 0;
+    const gpu_facts f = facts_of(*st, wall_ms, step_entries);
+    const std::int64_t win = std::max<std::int64_t>(f.window_ns, 0);
+    wall.push_back(wall_ms);
+    window.push_back(ms(win));
+    kernel.push_back(ms(f.kernel_ns));
+    busy.push_back(ms(f.busy_ns));
+    idle.push_back(ms(f.idle_ns));
+    launches += static_cast<double>(f.kernel_count);
+    entries += step_entries;
+    kernel_total += static_cast<double>(f.kernel_ns);
+    busy_total += static_cast<double>(f.busy_ns);
+    idle_total += static_cast<double>(f.idle_ns);
+    window_total += static_cast<double>(win);
+    kernels_of(*st, merged);
+  }
+  k.wall_ms = summarize(wall);
+  k.window_ms = summarize(window);
+  k.kernel_ms = summarize(kernel);
+  k.busy_ms = summarize(busy);
+  k.idle_ms = summarize(idle);
+  if (window_total > 0) {
+    k.busy_share = std::clamp(busy_total / window_total, 0.0, 1.0);
+    k.idle_share = std::clamp(idle_total / window_total, 0.0, 1.0);
+  }
+  const double n = static_cast<double>(std::max<std::size_t>(k.steps, 1));
+  k.kernels_per_step = launches / n;
+  k.kernels_per_microbatch = entries > 0 ? launches / entries : 0;
+  k.mean_kernel_us = launches > 0 ? kernel_total / launches / 1e3 : 0;
+  sort_kernels(merged);  // truncated only now, after every step was merged
+  if (merged.size() > top_kernel_count) merged.resize(top_kernel_count);
+  for (const auto& m : merged)
+    k.top_kernels.push_back(kernel_figure{m.name, m.count, static_cast<double>(m.count) / n, ms(m.total_ns) / n,
+                                          m.count ? static_cast<double>(m.total_ns) / static_cast<double>(m.count) / 1e3 : 0});
+  return k;
+}
+
+inline double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+}  // namespace detail
+
+/// Statistics over steps[warmup..]; tokens/samples per step give throughput (0 = unknown). Every
+/// derived figure is computed here, once, over the steps it rests on; sinks only format.
 inline run_summary summarize_run(const std::vector<step_result>& steps, std::size_t requested_warmup,
                                  double tokens_per_step = 0, double samples_per_step = 0) {
+  using detail::ms;
   run_summary s;
   s.steps = steps.size();
   s.warmup_steps = effective_warmup(requested_warmup, steps.size());
-  const auto first = steps.begin() + static_cast<std::ptrdiff_t>(s.warmup_steps);
+
+  // The three sample sets: every measured step; the recorded ones (kernel records); the baseline
+  // (neither recorded nor right after a recorded step).
+  std::vector<const step_result*> measured, recorded, baseline;
+  for (std::size_t i = s.warmup_steps; i < steps.size(); ++i) {
+    const step_result& st = steps[i];
+    measured.push_back(&st);
+    const bool rec = st.gpu && st.gpu->kernels_measured;
+    const bool after = i > 0 && steps[i - 1].gpu && steps[i - 1].gpu->kernels_measured;
+    if (rec) recorded.push_back(&st);
+    else if (!after) baseline.push_back(&st);
+  }
+  s.baseline.untraced = !baseline.empty() || measured.empty();
+  if (baseline.empty()) baseline = measured;  // every step recorded: the only consistent set left
+
   std::vector<double> step_ms, residual_ms;
-  for (auto it = first; it != steps.end(); ++it) {
-    step_ms.push_back(it->wall_ms);
-    residual_ms.push_back(it->residual_ms);
+  for (const auto* st : measured) {
+    step_ms.push_back(st->wall_ms);
+    residual_ms.push_back(st->residual_ms);
   }
   s.step_ms = summarize(step_ms);
   s.residual_ms = summarize(residual_ms);
   if (s.step_ms.mean > 0) {
     s.tokens_per_s = tokens_per_step * 1e3 / s.step_ms.mean;
     s.samples_per_s = samples_per_step * 1e3 / s.step_ms.mean;
+  }
+  {
+    std::vector<double> b_step, b_residual;
+    for (const auto* st : baseline) {
+      b_step.push_back(st->wall_ms);
+      b_residual.push_back(st->residual_ms);
+    }
+    s.baseline.steps = baseline.size();
+    s.baseline.step_ms = detail::mean_of(b_step);
+    s.baseline.residual_ms = detail::mean_of(b_residual);
+    s.recording.recorded_steps = recorded.size();
+    if (!recorded.empty()) {
+      std::vector<double> r;
+      for (const auto* st : recorded) r.push_back(st->wall_ms);
+      s.recording.recorded_step_ms = summarize(r).median;
+      if (s.baseline.untraced && !b_step.empty()) {
+        s.recording.untraced_step_ms = summarize(b_step).median;
+        if (s.recording.untraced_step_ms > 0)
+          s.recording.cost = s.recording.recorded_step_ms / s.recording.untraced_step_ms - 1.0;
+      }
+    }
   }
 
   // Phase keys in order of first appearance over all steps, warm-up included, so the table keeps
@@ -204,65 +324,84 @@ inline run_summary summarize_run(const std::vector<step_result>& steps, std::siz
       }
     }
 
-  std::vector<double> step_kernel, step_busy, step_span;
-  for (auto it = first; it != steps.end(); ++it) {
-    if (!it->gpu) continue;
-    if (it->gpu->kernels_measured) {
-      step_kernel.push_back(static_cast<double>(it->gpu->total.kernel_ns) / 1e6);
-      step_busy.push_back(static_cast<double>(it->gpu->total.busy_ns) / 1e6);
+  // Step-level GPU figures.
+  {
+    std::vector<double> span;
+    for (const auto* st : measured) {
+      if (!st->gpu) continue;
+      if (st->gpu->total.span_ns >= 0) span.push_back(ms(st->gpu->total.span_ns));
+      s.peak_allocated_bytes = std::max(s.peak_allocated_bytes, st->gpu->peak_allocated_bytes);
+      s.peak_reserved_bytes = std::max(s.peak_reserved_bytes, st->gpu->peak_reserved_bytes);
+      s.unattributed_kernels += st->gpu->unattributed_kernels;
     }
-    if (it->gpu->total.span_ns >= 0) step_span.push_back(static_cast<double>(it->gpu->total.span_ns) / 1e6);
-    s.peak_allocated_bytes = std::max(s.peak_allocated_bytes, it->gpu->peak_allocated_bytes);
-    s.peak_reserved_bytes = std::max(s.peak_reserved_bytes, it->gpu->peak_reserved_bytes);
-    s.unattributed_kernels += it->gpu->unattributed_kernels;
+    if (!span.empty()) s.step_gpu_ms = summarize(span);
+    if (!recorded.empty())
+      s.step_kernels = detail::summarize_kernels(
+          recorded,
+          [](const step_result& st, double& wall, double&) {
+            wall = st.wall_ms;
+            return st.gpu->total;
+          },
+          [](const step_result& st, std::vector<kernel_stat>& into) {
+            for (const auto& p : st.gpu->phases) merge_kernels(into, p.kernels);
+          });
   }
   for (const auto& st : steps)
     if (st.gpu) s.dropped_gpu_records += st.gpu->dropped_records;
-  if (!step_kernel.empty()) {
-    s.step_kernel_ms = summarize(step_kernel);
-    s.step_busy_ms = summarize(step_busy);
-  }
-  if (!step_span.empty()) s.step_gpu_span_ms = summarize(step_span);
 
   for (auto& ps : s.phases) {
-    std::vector<double> wall, kernel, busy, idle, span;
-    double kernels = 0, micro_entries = 0;
-    for (auto it = first; it != steps.end(); ++it) {
-      const phase_time* p = it->find(ps.kind, ps.name);
-      wall.push_back(p ? p->wall_ms : 0.0);
-      if (!it->gpu) continue;
+    const auto wall_of = [&](const step_result& st) {
+      const phase_time* p = st.find(ps.kind, ps.name);
+      return p ? p->wall_ms : 0.0;
+    };
+    // The phase's GPU time on one step: nullopt when the step has no GPU timing for it.
+    const auto gpu_of = [&](const step_result& st) -> std::optional<double> {
+      if (!st.gpu) return std::nullopt;
       gpu_facts f;
-      bool has_span = false;
-      double entries = 0;  // micro-batch entries of this phase in this step
-      for (const auto& g : it->gpu->phases) {
-        if (g.kind != ps.kind || ps.name != g.name) continue;
-        f += g.facts;
-        has_span = has_span || g.facts.span_ns >= 0;
-        if (g.microbatch >= 0) entries += 1;
-        detail::merge_kernels(ps.top_kernels, g.top_kernels);
-      }
-      if (has_span) span.push_back(static_cast<double>(f.span_ns) / 1e6);
-      // CUDA events and unrecorded steps: zeros would mean "not measured"
-      if (!it->gpu->kernels_measured) continue;
-      micro_entries += entries;
-      kernel.push_back(static_cast<double>(f.kernel_ns) / 1e6);
-      busy.push_back(static_cast<double>(f.busy_ns) / 1e6);
-      idle.push_back(static_cast<double>(f.idle_ns) / 1e6);
-      kernels += static_cast<double>(f.kernel_count);
+      bool any = false, known = true;
+      detail::for_phase_entries(*st.gpu, ps.kind, ps.name, [&](const phase_gpu_facts& e) {
+        any = true;
+        known = known && e.facts.span_ns >= 0;
+        f += e.facts;
+      });
+      if (any) return known ? std::optional<double>(ms(f.span_ns)) : std::nullopt;
+      // Absent from this step: 0 where the step itself was timed on the GPU.
+      return st.gpu->total.span_ns >= 0 ? std::optional<double>(0.0) : std::nullopt;
+    };
+    std::vector<double> wall, gpu;
+    for (const auto* st : measured) {
+      wall.push_back(wall_of(*st));
+      if (auto g = gpu_of(*st)) gpu.push_back(*g);
     }
     ps.wall_ms = summarize(wall);
     ps.share = s.step_ms.mean > 0 ? ps.wall_ms.mean / s.step_ms.mean : 0;
-    if (!span.empty()) ps.gpu_span_ms = summarize(span);
-    if (!kernel.empty()) {
-      ps.kernel_ms = summarize(kernel);
-      ps.busy_ms = summarize(busy);
-      ps.idle_ms = summarize(idle);
-      ps.kernels_per_step = kernels / static_cast<double>(kernel.size());
-      ps.kernels_per_microbatch = micro_entries > 0 ? kernels / micro_entries : 0;
-      std::sort(ps.top_kernels.begin(), ps.top_kernels.end(),
-                [](const kernel_stat& a, const kernel_stat& b) { return a.total_ns > b.total_ns; });
-      if (ps.top_kernels.size() > top_kernel_count) ps.top_kernels.resize(top_kernel_count);
+    if (!gpu.empty()) ps.gpu_ms = summarize(gpu);
+
+    std::vector<double> b_wall, b_gpu;
+    for (const auto* st : baseline) {
+      b_wall.push_back(wall_of(*st));
+      if (auto g = gpu_of(*st)) b_gpu.push_back(*g);
     }
+    ps.baseline.wall_ms = detail::mean_of(b_wall);
+    ps.baseline.gpu_ms = !b_gpu.empty() && b_gpu.size() == baseline.size() ? detail::mean_of(b_gpu) : -1;
+
+    if (!recorded.empty())
+      ps.kernels = detail::summarize_kernels(
+          recorded,
+          [&](const step_result& st, double& wall_ms, double& entries) {
+            wall_ms = wall_of(st);
+            gpu_facts f;
+            f.window_ns = 0;
+            detail::for_phase_entries(*st.gpu, ps.kind, ps.name, [&](const phase_gpu_facts& e) {
+              f += e.facts;
+              if (e.microbatch >= 0) entries += 1;
+            });
+            return f;
+          },
+          [&](const step_result& st, std::vector<kernel_stat>& into) {
+            detail::for_phase_entries(*st.gpu, ps.kind, ps.name,
+                                      [&](const phase_gpu_facts& e) { merge_kernels(into, e.kernels); });
+          });
   }
   return s;
 }

@@ -17,7 +17,7 @@
 #include <functional>
 
 #include "traceml/config.hpp"
-#include "traceml/gpu_memory.hpp"
+#include "traceml/gpu/gpu_memory.hpp"
 
 #ifndef TRACEML_TORCH_CUDA
 #define TRACEML_TORCH_CUDA 0

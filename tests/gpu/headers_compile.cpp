@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "traceml/cupti_source.hpp"
+#include "traceml/gpu/cupti_source.hpp"
 
 #include "expect.hpp"
 

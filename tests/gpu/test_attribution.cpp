@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "traceml/attribution.hpp"
+#include "traceml/gpu/attribution.hpp"
 
 using namespace traceml;
 

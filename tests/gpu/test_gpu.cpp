@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "standin_model.hpp"
-#include "traceml/cupti_source.hpp"
+#include "traceml/gpu/cupti_source.hpp"
 #include "traceml/profiler.hpp"
 #include "traceml/torch_adapter.hpp"
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "traceml/kernel_name.hpp"
+#include "traceml/gpu/kernel_name.hpp"
 
 using traceml::demangle;
 using traceml::shorten_kernel_name;

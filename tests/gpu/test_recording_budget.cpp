@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "traceml/recording_budget.hpp"
+#include "traceml/gpu/recording_budget.hpp"
 
 using traceml::recording_budget;
 

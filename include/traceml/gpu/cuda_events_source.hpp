@@ -23,8 +23,8 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/scope_pairing.hpp"
-#include "traceml/gpu_memory.hpp"
-#include "traceml/gpu_source.hpp"
+#include "traceml/gpu/gpu_memory.hpp"
+#include "traceml/gpu/gpu_source.hpp"
 #include "traceml/phase_kind.hpp"
 #include "traceml/record.hpp"
 

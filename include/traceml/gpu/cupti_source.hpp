@@ -47,15 +47,15 @@
 #include <utility>
 #include <vector>
 
-#include "traceml/attribution.hpp"
+#include "traceml/gpu/attribution.hpp"
 #include "traceml/clock.hpp"
 #include "traceml/config.hpp"
-#include "traceml/cuda_events_source.hpp"
+#include "traceml/gpu/cuda_events_source.hpp"
 #include "traceml/detail/diagnostics.hpp"
-#include "traceml/gpu_memory.hpp"
-#include "traceml/gpu_source.hpp"
-#include "traceml/kernel_name.hpp"
-#include "traceml/recording_budget.hpp"
+#include "traceml/gpu/gpu_memory.hpp"
+#include "traceml/gpu/gpu_source.hpp"
+#include "traceml/gpu/kernel_name.hpp"
+#include "traceml/gpu/recording_budget.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 

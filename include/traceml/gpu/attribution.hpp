@@ -28,40 +28,12 @@
 #include <vector>
 
 #include "traceml/config.hpp"
-#include "traceml/gpu_source.hpp"
+#include "traceml/gpu/activity.hpp"
+#include "traceml/gpu/gpu_facts.hpp"
 #include "traceml/phase_kind.hpp"
 #include "traceml/record.hpp"
 
 TRACEML_BEGIN_NAMESPACE
-
-/// One GPU activity record on the now_ns() clock (a plain copy of what CUPTI reported).
-struct gpu_record {
-  gpu_activity::type what = gpu_activity::type::kernel;
-  std::int64_t begin_ns = 0;
-  std::int64_t end_ns = 0;
-  std::uint32_t device = 0;
-  std::uint32_t stream = 0;        ///< CUPTI stream id (unique per context)
-  std::uint32_t correlation = 0;
-  std::uint32_t graph = 0;         ///< CUDA graph id for graph-replayed work, 0 otherwise
-  std::uint64_t bytes = 0;         ///< memcpy/memset only
-  const char* name = "";           ///< display name (already shortened), stable storage
-};
-
-/// The GPU interval of one boundary marker (identified by its sequence number).
-struct marker_time {
-  std::uint64_t seq = 0;
-  std::uint32_t device = 0;
-  std::uint32_t stream = 0;
-  std::int64_t begin_ns = 0;
-  std::int64_t end_ns = 0;
-};
-
-/// A step or phase span and the markers enqueued at its boundaries (0: none).
-struct marked_span {
-  span_record span;
-  std::uint64_t begin_marker = 0;
-  std::uint64_t end_marker = 0;
-};
 
 /// How a record was attributed (for tests and diagnostics).
 enum class attribution_method : std::uint8_t { none, stream_order, gpu_time, cpu_time };
@@ -498,8 +470,7 @@ inline attribution_output attribute(const attribution_input& in, const attributi
       std::sort(merged.begin(), merged.end(), [](const kernel_stat& a, const kernel_stat& b) {
         return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
       });
-      if (merged.size() > opt.top_kernels) merged.resize(opt.top_kernels);
-      pa.facts.top_kernels = std::move(merged);
+      pa.facts.kernels = std::move(merged);
       s.report.phases.push_back(std::move(pa.facts));
     }
     std::sort(s.report.activities.begin(), s.report.activities.end(),

@@ -13,7 +13,7 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/json_writer.hpp"
 #include "traceml/detail/output_file.hpp"
-#include "traceml/gpu_source.hpp"
+#include "traceml/gpu/gpu_source.hpp"
 #include "traceml/record.hpp"
 
 TRACEML_BEGIN_NAMESPACE

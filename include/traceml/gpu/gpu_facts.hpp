@@ -1,0 +1,127 @@
+// traceml: what the GPU did inside a step and its phases -- the values attribution produces and the
+// statistics read. Plain data, no CUDA.
+//
+// Two kinds of step meet here. On every step a GPU source can time each phase on its stream (CUDA
+// events or boundary markers): `span_ns`. On *recorded* steps (CUPTI kernel records, a few steps
+// chosen by the recording budget or schedule) attribution also knows every kernel, copy and memset
+// and fills the kernel, busy and idle fields; `step_gpu_report::kernels_measured` says which kind a
+// step is, and zeros of an unrecorded step mean "not measured", never "nothing ran".
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "traceml/config.hpp"
+#include "traceml/phase_kind.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+
+/// GPU activity inside one window (a phase of one micro-batch, or a whole step). Times in ns.
+struct gpu_facts {
+  std::int64_t kernel_ns = 0;      ///< sum of kernel durations (overlapping kernels count twice)
+  std::uint64_t kernel_count = 0;
+  std::int64_t memcpy_ns = 0;
+  std::uint64_t memcpy_bytes = 0;
+  std::int64_t memset_ns = 0;
+  std::uint64_t memset_bytes = 0;
+  /// The GPU window busy and idle time were measured in: from when the window's stream passed its
+  /// begin marker to when it reached its end marker; the CPU window where it has no markers. -1:
+  /// kernels were not measured (unrecorded step). busy_ns + idle_ns == window_ns, always.
+  std::int64_t window_ns = -1;
+  std::int64_t busy_ns = 0;        ///< union of this window's own kernels, copies and memsets, inside the window
+  std::int64_t idle_ns = 0;        ///< window_ns - busy_ns: the window ran nothing of its own
+  /// GPU time between the window's boundaries as its stream saw them (CUDA events on every step,
+  /// or the boundary markers of a recorded step); -1 when not measured.
+  std::int64_t span_ns = -1;
+
+  gpu_facts& operator+=(const gpu_facts& o) noexcept {
+    kernel_ns += o.kernel_ns; kernel_count += o.kernel_count;
+    memcpy_ns += o.memcpy_ns; memcpy_bytes += o.memcpy_bytes;
+    memset_ns += o.memset_ns; memset_bytes += o.memset_bytes;
+    busy_ns += o.busy_ns; idle_ns += o.idle_ns;
+    if (o.window_ns >= 0) window_ns = (window_ns < 0 ? 0 : window_ns) + o.window_ns;
+    if (o.span_ns >= 0) span_ns = (span_ns < 0 ? 0 : span_ns) + o.span_ns;
+    return *this;
+  }
+};
+
+/// One kernel name's share of a phase: launches and summed duration over some steps.
+struct kernel_stat {
+  std::string name;  ///< demangled and shortened
+  std::uint64_t count = 0;
+  std::int64_t total_ns = 0;
+  std::int64_t mean_ns() const noexcept { return count ? total_ns / static_cast<std::int64_t>(count) : 0; }
+};
+
+/// The one kernel-list merge: adds `from` into `into` by name (launches and time summed), keeping
+/// `into`'s order for names it already has.
+inline void merge_kernels(std::vector<kernel_stat>& into, const std::vector<kernel_stat>& from) {
+  std::unordered_map<std::string, std::size_t> index;
+  index.reserve(into.size() + from.size());
+  for (std::size_t i = 0; i < into.size(); ++i) index.emplace(into[i].name, i);
+  for (const auto& k : from) {
+    auto it = index.find(k.name);
+    if (it == index.end()) {
+      index.emplace(k.name, into.size());
+      into.push_back(k);
+    } else {
+      into[it->second].count += k.count;
+      into[it->second].total_ns += k.total_ns;
+    }
+  }
+}
+
+/// Longest total first; equal totals by name, so that outputs do not depend on arrival order.
+inline void sort_kernels(std::vector<kernel_stat>& ks) {
+  std::sort(ks.begin(), ks.end(), [](const kernel_stat& a, const kernel_stat& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+  });
+}
+
+/// GPU facts of one phase in one micro-batch (microbatch = -1 for phases outside micro-batches).
+struct phase_gpu_facts {
+  phase_kind kind = phase_kind::user;
+  const char* name = "";
+  std::int32_t microbatch = -1;
+  gpu_facts facts;
+  /// Every kernel name of this phase in this step, longest total first (not truncated: the run-level
+  /// merge must see a kernel that is 11th everywhere).
+  std::vector<kernel_stat> kernels;
+};
+
+/// One GPU activity record, placed on the now_ns() clock and attributed to the phase that launched it
+/// (step = -1 when it fell inside no step). Kept only when the trace needs them (keep_activities).
+struct gpu_activity {
+  enum class type : std::uint8_t { kernel, memcpy, memset };
+  type what = type::kernel;
+  const char* name = "";        ///< owned by the source; valid until the source is destroyed
+  std::int64_t begin_ns = 0;
+  std::int64_t end_ns = 0;
+  std::uint32_t device = 0;
+  std::uint32_t stream = 0;
+  std::uint64_t bytes = 0;      ///< memcpy/memset only
+  std::int32_t step = -1;
+  std::int32_t microbatch = -1;
+  phase_kind phase = phase_kind::user;
+  const char* phase_name = "";  ///< "" when unattributed
+};
+
+/// Everything the GPU sources learnt about one step.
+struct step_gpu_report {
+  std::int32_t step = -1;
+  /// Kernel records were taken on this step: the kernel, copy, busy, idle and window fields were
+  /// measured. False on unrecorded steps and with CUDA-event timing alone, whose reports carry only
+  /// span_ns.
+  bool kernels_measured = false;
+  gpu_facts total;                        ///< the whole step window
+  std::vector<phase_gpu_facts> phases;    ///< one entry per (phase, micro-batch)
+  std::int64_t peak_allocated_bytes = -1; ///< -1: unknown
+  std::int64_t peak_reserved_bytes = -1;
+  std::uint64_t unattributed_kernels = 0; ///< kernels inside no phase window of this step
+  std::uint64_t dropped_records = 0;      ///< activity records lost (buffers full)
+  std::vector<gpu_activity> activities;   ///< filled only while keep_activities(true)
+};
+
+TRACEML_END_NAMESPACE

@@ -1,0 +1,41 @@
+// traceml: the seam where GPU time sources (CUPTI kernel attribution, CUDA events) plug into the
+// profiler. The profiler owns at most one source; callers never talk to it directly, so switching
+// from CPU timing to CUDA events to CUPTI changes no user code.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "traceml/config.hpp"
+#include "traceml/gpu/gpu_facts.hpp"
+#include "traceml/phase_kind.hpp"
+#include "traceml/record.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+
+/// A GPU time source. Hooks marked hot run inside scopes; the rest run once per step.
+class gpu_source {
+ public:
+  virtual ~gpu_source() = default;
+  /// Short identifier: "cupti", "cuda-events".
+  virtual const char* name() const noexcept = 0;
+  /// Whether on_scope_begin/on_scope_end must be called (they cost a virtual call per scope).
+  virtual bool wants_scope_hooks() const noexcept { return false; }
+  /// Hot: a scope opened on the calling thread.
+  virtual void on_scope_begin(phase_kind, const char* /*name*/, std::int32_t /*step*/,
+                              std::int32_t /*microbatch*/) noexcept {}
+  /// Hot: a scope closed.
+  virtual void on_scope_end(const span_record&) noexcept {}
+  /// Keep per-activity records in the reports (for the Chrome trace); off by default.
+  virtual void keep_activities(bool /*on*/) {}
+  /// A step ended; `spans` holds all its CPU records (the step, its micro-batches and phases).
+  virtual void step_ended(std::int32_t step, const std::vector<span_record>& spans) = 0;
+  /// Reports of steps whose GPU records are complete, in step order, each step once. With
+  /// `final` (end of run) everything outstanding is resolved, synchronizing if it must.
+  virtual std::vector<step_gpu_report> collect(bool final) = 0;
+  /// One line for humans: what is measured, or why it is not (e.g. "kernel attribution off:
+  /// CUPTI already in use by another tool (Nsight Systems?); using CUDA events").
+  virtual std::string status() const = 0;
+};
+
+TRACEML_END_NAMESPACE
