@@ -385,7 +385,12 @@ inline run_summary summarize_run(const std::vector<step_result>& steps, std::siz
     ps.baseline.wall_ms = detail::mean_of(b_wall);
     ps.baseline.gpu_ms = !b_gpu.empty() && b_gpu.size() == baseline.size() ? detail::mean_of(b_gpu) : -1;
 
-    if (!recorded.empty())
+    // Kernel figures only for a phase that ran on a recorded step: zeros would read as "no kernels".
+    const bool ran_recorded = std::any_of(recorded.begin(), recorded.end(), [&](const step_result* st) {
+      return std::any_of(st->gpu->phases.begin(), st->gpu->phases.end(),
+                         [&](const phase_gpu_facts& e) { return e.kind == ps.kind && ps.name == e.name; });
+    });
+    if (ran_recorded)
       ps.kernels = detail::summarize_kernels(
           recorded,
           [&](const step_result& st, double& wall_ms, double& entries) {

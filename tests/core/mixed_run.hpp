@@ -1,0 +1,141 @@
+// A hand-made run that mixes recorded and unrecorded steps, as the default settings produce: CUDA-event
+// GPU time on every step, kernel records on one step only (slower: recording costs), the step after
+// it slightly slow too, and a phase ("eval") present on two steps only. Every sink's tests check
+// their figures against the hand-computed values below, so that no sink can divide a figure of one
+// sample set by a figure of another.
+//
+// 12 steps, 2 warm-up (3x slower). Per measured step, in ms:
+//   unrecorded: dataloader 1, forward 2 x 4, backward 2 x 6, optimizer 2, residual 1   -> wall 24
+//               GPU time (events): dataloader 2 x 0.5, forward 2 x 3.5, backward 2 x 5.5, optimizer 1.5,
+//               step 20.5
+//   steps 3, 9: + eval 4 (GPU 3.5)                                                     -> wall 28
+//   step 5 (recorded): forward 2 x 6, backward 2 x 9, optimizer 3, dataloader 1, residual 1 -> wall 35
+//               GPU time: dataloader 2 x 0.5, forward 2 x 5.5, backward 2 x 8.5, optimizer 2.5, step 31.5
+//               kernels: forward per micro-batch window 5.5, busy 3, 100 launches (gemm 60 x 30 us,
+//               elementwise 40 x 15 us); backward window 8.5, busy 6, 150 launches (gemm 100 x 50 us,
+//               elementwise 50 x 10 us); optimizer window 2.5, busy 0.5, 10 launches (adam 10 x 40 us);
+//               dataloader window 0.5, busy 0; step window 31.5, busy 18.5
+//   step 6 (after the recorded one): forward 2 x 5, otherwise unrecorded                -> wall 26
+// Hand-computed (measured steps 2..11):
+//   step mean (24*6 + 28*2 + 35 + 26) / 10 = 26.1; baseline = steps 2,3,4,7,8,9,10,11 (8 steps):
+//   mean (24*6 + 28*2) / 8 = 25, median 24; recording cost 35 / 24 - 1.
+//   forward kernels (1 step): wall 12, window 11, busy 6, idle 5, busy share 6/11; 200 launches/step,
+//   100 per micro-batch; forward baseline wall 8, GPU 7. eval: wall mean 0.8, baseline wall 1, GPU 0.875.
+#pragma once
+#include <traceml/summary.hpp>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace traceml_test {
+
+/// Scales let the comparison tests build a second, different run from the same shape.
+struct mixed_run_shape {
+  std::string name = "mixed";
+  double fb_scale = 1.0;      ///< forward/backward wall and GPU time on every step
+  double busy_scale = 1.0;    ///< busy time of the recorded step's forward/backward
+  double launch_scale = 1.0;  ///< launches of the recorded step's forward/backward
+};
+
+namespace detail_mixed {
+inline std::int64_t ns(double ms) { return static_cast<std::int64_t>(ms * 1e6 + 0.5); }
+
+inline traceml::phase_gpu_facts gpu_phase(traceml::phase_kind kind, const char* name, int micro, double span_ms) {
+  traceml::phase_gpu_facts f;
+  f.kind = kind;
+  f.name = name;
+  f.microbatch = micro;
+  f.facts.span_ns = ns(span_ms);
+  return f;
+}
+
+/// Kernel facts of a recorded phase entry: window, busy, and kernels given as (name, launches, us each).
+inline void add_kernels(traceml::phase_gpu_facts& f, double window_ms, double busy_ms,
+                        const std::vector<std::tuple<const char*, std::uint64_t, double>>& kernels) {
+  f.facts.window_ns = ns(window_ms);
+  f.facts.busy_ns = ns(busy_ms);
+  f.facts.idle_ns = f.facts.window_ns - f.facts.busy_ns;
+  for (const auto& [name, n, us] : kernels) {
+    const auto total = static_cast<std::int64_t>(static_cast<double>(n) * us * 1e3 + 0.5);
+    f.kernels.push_back({name, n, total});
+    f.facts.kernel_count += n;
+    f.facts.kernel_ns += total;
+  }
+}
+}  // namespace detail_mixed
+
+inline traceml::run_result mixed_run(const mixed_run_shape& shape = {}, std::size_t warmup = 2) {
+  using traceml::phase_kind;
+  using namespace detail_mixed;
+  const double s = shape.fb_scale;
+  std::vector<traceml::step_result> steps;
+  for (int i = 0; i < 12; ++i) {
+    const double slow = i < 2 ? 3.0 : 1.0;
+    const bool recorded = i == 5, after = i == 6, eval = i == 3 || i == 9;
+    const double fwd = (recorded ? 6.0 : after ? 5.0 : 4.0) * s * slow, bwd = (recorded ? 9.0 : 6.0) * s * slow;
+    const double opt = (recorded ? 3.0 : 2.0) * slow, data = 1.0 * slow, residual = 1.0 * slow;
+    traceml::step_result st;
+    st.step = i;
+    st.begin_ns = ns(100.0 * i);
+    st.microbatches = 2;
+    st.phases.push_back({phase_kind::dataloader, "dataloader", data, 2, true});
+    st.phases.push_back({phase_kind::forward, "forward", 2 * fwd, 2, true});
+    st.phases.push_back({phase_kind::backward, "backward", 2 * bwd, 2, true});
+    if (eval) st.phases.push_back({phase_kind::user, "eval", 4.0, 1, true});
+    st.phases.push_back({phase_kind::optimizer, "optimizer", opt, 1, true});
+    st.residual_ms = residual;
+    st.wall_ms = residual;
+    for (const auto& p : st.phases) st.wall_ms += p.wall_ms;
+
+    traceml::step_gpu_report g;
+    g.step = i;
+    g.kernels_measured = recorded;
+    g.peak_allocated_bytes = (2LL << 30) + (recorded ? (1LL << 20) : 0);
+    g.peak_reserved_bytes = 3LL << 30;
+    const double fspan = (recorded ? 5.5 : 3.5) * s * slow, bspan = (recorded ? 8.5 : 5.5) * s * slow;
+    const double ospan = (recorded ? 2.5 : 1.5) * slow;
+    for (int m = 0; m < 2; ++m) {
+      auto d = gpu_phase(phase_kind::dataloader, "dataloader", m, 0.5 * slow);
+      if (recorded) add_kernels(d, 0.5, 0.0, {});
+      g.phases.push_back(d);
+      auto f = gpu_phase(phase_kind::forward, "forward", m, fspan);
+      auto b = gpu_phase(phase_kind::backward, "backward", m, bspan);
+      if (recorded) {
+        const double L = shape.launch_scale;
+        add_kernels(f, fspan, 3.0 * shape.busy_scale,
+                    {{"gemm", static_cast<std::uint64_t>(60 * L), 30.0}, {"elementwise", static_cast<std::uint64_t>(40 * L), 15.0}});
+        add_kernels(b, bspan, 6.0 * shape.busy_scale,
+                    {{"gemm", static_cast<std::uint64_t>(100 * L), 50.0}, {"elementwise", static_cast<std::uint64_t>(50 * L), 10.0}});
+      }
+      g.phases.push_back(f);
+      g.phases.push_back(b);
+    }
+    if (eval) g.phases.push_back(gpu_phase(phase_kind::user, "eval", -1, 3.5));
+    auto o = gpu_phase(phase_kind::optimizer, "optimizer", -1, ospan);
+    if (recorded) add_kernels(o, ospan, 0.5, {{"adam", 10, 40.0}});
+    g.phases.push_back(o);
+    const double step_span = 2 * 0.5 * slow + 2 * fspan + 2 * bspan + ospan + (eval ? 3.5 : 0.0);
+    g.total.span_ns = ns(step_span);
+    if (recorded) {
+      for (const auto& p : g.phases) {
+        g.total.kernel_ns += p.facts.kernel_ns;
+        g.total.kernel_count += p.facts.kernel_count;
+        g.total.busy_ns += p.facts.busy_ns;
+      }
+      g.total.window_ns = g.total.span_ns;
+      g.total.idle_ns = g.total.window_ns - g.total.busy_ns;
+    }
+    st.gpu = g;
+    steps.push_back(st);
+  }
+  traceml::run_result r;
+  r.name = shape.name;
+  r.config = {{"schedule", "2x2"}};
+  r.steps = steps;
+  r.summary = traceml::summarize_run(steps, warmup);
+  r.summary.gpu_status = "CUPTI kernel records on 1 step, CUDA-event phase timing on every step";
+  return r;
+}
+
+}  // namespace traceml_test
