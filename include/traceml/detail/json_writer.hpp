@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +59,9 @@ class json_writer {
   json_writer& value(int i) { return value(static_cast<std::int64_t>(i)); }
   json_writer& value(unsigned u) { return value(static_cast<std::uint64_t>(u)); }
   json_writer& null() { value_prefix(); out_ += "null"; return *this; }
+  /// An optional value: null when empty.
+  template <class T>
+  json_writer& value(const std::optional<T>& v) { return v ? value(*v) : null(); }
 
   template <class T>
   json_writer& member(const std::string& k, const T& v) { key(k); return value(v); }

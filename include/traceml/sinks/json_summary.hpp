@@ -1,8 +1,10 @@
-// traceml: the JSON summary (schema "traceml.summary/1", docs/json-schema.md) and the per-step
+// traceml: the JSON summary (schema "traceml.summary/2", docs/json-schema.md) and the per-step
 // JSONL lines. Both are produced from run_result, so they always agree with the terminal table.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "traceml/config.hpp"
@@ -13,7 +15,7 @@
 TRACEML_BEGIN_NAMESPACE
 
 /// Identifies the layout of the JSON summary; bumped on any incompatible change.
-inline constexpr const char* json_schema = "traceml.summary/1";
+inline constexpr const char* json_schema = "traceml.summary/2";
 
 namespace detail {
 
@@ -24,24 +26,76 @@ inline void write_stats(json_writer& w, const summary_stats& s) {
   w.end_object();
 }
 
-inline void write_gpu_facts(json_writer& w, const gpu_facts& f) {
-  w.member("kernel_ms", static_cast<double>(f.kernel_ns) / 1e6);
-  w.member("busy_ms", static_cast<double>(f.busy_ns) / 1e6);
-  w.member("idle_ms", static_cast<double>(f.idle_ns) / 1e6);
-  w.member("kernel_count", f.kernel_count);
-  w.member("memcpy_ms", static_cast<double>(f.memcpy_ns) / 1e6).member("memcpy_bytes", f.memcpy_bytes);
-  w.member("memset_ms", static_cast<double>(f.memset_ns) / 1e6).member("memset_bytes", f.memset_bytes);
-  if (f.span_ns >= 0) w.member("gpu_span_ms", static_cast<double>(f.span_ns) / 1e6);
+/// `key: stats`, only when the statistics exist.
+inline void write_stats_member(json_writer& w, const char* key, const std::optional<summary_stats>& s) {
+  if (!s) return;
+  w.key(key);
+  write_stats(w, *s);
 }
 
+/// One window's facts in a step object. GPU time (`gpu_span_ms`) and the window busy and idle were
+/// measured in appear when measured; the kernel, copy and set fields only on a recorded step, where
+/// their zeros mean "none ran" rather than "not measured".
+inline void write_gpu_facts(json_writer& w, const gpu_facts& f, bool kernels_measured) {
+  if (f.span_ns >= 0) w.member("gpu_span_ms", ms(f.span_ns));
+  if (!kernels_measured) return;
+  if (f.window_ns >= 0) {
+    w.member("window_ms", ms(f.window_ns)).member("busy_ms", ms(f.busy_ns)).member("idle_ms", ms(f.idle_ns));
+  }
+  w.member("kernel_ms", ms(f.kernel_ns)).member("kernel_count", f.kernel_count);
+  w.member("memcpy_ms", ms(f.memcpy_ns)).member("memcpy_bytes", f.memcpy_bytes);
+  w.member("memset_ms", ms(f.memset_ns)).member("memset_bytes", f.memset_bytes);
+}
+
+/// A step's kernel list (every kernel of the window, longest total first).
 inline void write_kernels(json_writer& w, const std::vector<kernel_stat>& ks) {
   w.begin_array();
   for (const auto& k : ks) {
     w.begin_object().member("name", k.name).member("count", k.count);
-    w.member("total_ms", static_cast<double>(k.total_ns) / 1e6).member("mean_us", static_cast<double>(k.mean_ns()) / 1e3);
+    w.member("total_ms", ms(k.total_ns)).member("mean_us", static_cast<double>(k.mean_ns()) / 1e3);
     w.end_object();
   }
   w.end_array();
+}
+
+/// One kernel_summary: every figure over the same `steps` recorded steps.
+inline void write_kernel_summary(json_writer& w, const kernel_summary& k) {
+  w.begin_object().member("steps", static_cast<std::uint64_t>(k.steps));
+  const std::pair<const char*, const summary_stats*> stats[] = {{"wall_ms", &k.wall_ms},     {"window_ms", &k.window_ms},
+                                                                 {"kernel_ms", &k.kernel_ms}, {"busy_ms", &k.busy_ms},
+                                                                 {"idle_ms", &k.idle_ms}};
+  for (const auto& [key, st] : stats) {
+    w.key(key);
+    write_stats(w, *st);
+  }
+  w.member("busy_share", k.busy_share).member("idle_share", k.idle_share);
+  w.member("kernels_per_step", k.kernels_per_step).member("kernels_per_microbatch", k.kernels_per_microbatch);
+  w.member("mean_kernel_us", k.mean_kernel_us);
+  w.key("top_kernels").begin_array();
+  for (const auto& f : k.top_kernels) {
+    w.begin_object().member("name", f.name).member("launches", f.launches);
+    w.member("launches_per_step", f.launches_per_step).member("ms_per_step", f.ms_per_step).member("mean_us", f.mean_us);
+    w.end_object();
+  }
+  w.end_array().end_object();
+}
+
+inline void write_step_gpu(json_writer& w, const step_gpu_report& g) {
+  w.key("gpu").begin_object().member("kernels_measured", g.kernels_measured);
+  write_gpu_facts(w, g.total, g.kernels_measured);
+  w.member("peak_allocated_bytes", g.peak_allocated_bytes).member("peak_reserved_bytes", g.peak_reserved_bytes);
+  w.member("unattributed_kernels", g.unattributed_kernels).member("dropped_records", g.dropped_records);
+  w.key("phases").begin_array();
+  for (const auto& p : g.phases) {
+    w.begin_object().member("kind", to_string(p.kind)).member("name", p.name).member("microbatch", p.microbatch);
+    write_gpu_facts(w, p.facts, g.kernels_measured);
+    if (g.kernels_measured) {
+      w.key("kernels");
+      write_kernels(w, p.kernels);
+    }
+    w.end_object();
+  }
+  w.end_array().end_object();
 }
 
 /// One step as an object; `run_name`, when given, comes first (JSONL lines stand alone).
@@ -58,21 +112,23 @@ inline void write_step(json_writer& w, const step_result& st, std::optional<bool
     w.member("count", p.count).member("top_level", p.top_level).end_object();
   }
   w.end_array();
-  if (st.gpu) {
-    const auto& g = *st.gpu;
-    w.key("gpu").begin_object().member("kernels_measured", g.kernels_measured);
-    write_gpu_facts(w, g.total);
-    w.member("peak_allocated_bytes", g.peak_allocated_bytes).member("peak_reserved_bytes", g.peak_reserved_bytes);
-    w.member("unattributed_kernels", g.unattributed_kernels).member("dropped_records", g.dropped_records);
-    w.key("phases").begin_array();
-    for (const auto& p : g.phases) {
-      w.begin_object().member("kind", to_string(p.kind)).member("name", p.name).member("microbatch", p.microbatch);
-      write_gpu_facts(w, p.facts);
-      w.end_object();
-    }
-    w.end_array().end_object();
-  }
+  if (st.gpu) write_step_gpu(w, *st.gpu);
   w.end_object();
+}
+
+inline void write_phase_summary(json_writer& w, const phase_summary& p) {
+  w.begin_object().member("kind", to_string(p.kind)).member("name", p.name).member("top_level", p.top_level);
+  w.member("share", p.share).key("wall_ms");
+  write_stats(w, p.wall_ms);
+  write_stats_member(w, "gpu_ms", p.gpu_ms);
+  if (p.kernels) {
+    w.key("kernels");
+    write_kernel_summary(w, *p.kernels);
+  }
+  w.key("baseline").begin_object().member("wall_ms", p.baseline.wall_ms);
+  if (p.baseline.gpu_ms >= 0) w.member("gpu_ms", p.baseline.gpu_ms);
+  else w.key("gpu_ms").null();
+  w.end_object().end_object();
 }
 
 inline void write_summary(json_writer& w, const run_summary& s) {
@@ -84,42 +140,24 @@ inline void write_summary(json_writer& w, const run_summary& s) {
   write_stats(w, s.residual_ms);
   w.member("tokens_per_s", s.tokens_per_s).member("samples_per_s", s.samples_per_s);
   w.key("phases").begin_array();
-  for (const auto& p : s.phases) {
-    w.begin_object().member("kind", to_string(p.kind)).member("name", p.name).member("top_level", p.top_level);
-    w.member("share", p.share).key("wall_ms");
-    write_stats(w, p.wall_ms);
-    if (p.kernel_ms) {
-      w.key("kernel_ms");
-      write_stats(w, *p.kernel_ms);
-      w.key("busy_ms");
-      write_stats(w, *p.busy_ms);
-      w.key("idle_ms");
-      write_stats(w, *p.idle_ms);
-      w.member("kernels_per_step", p.kernels_per_step).member("kernels_per_microbatch", p.kernels_per_microbatch);
-      w.key("top_kernels");
-      write_kernels(w, p.top_kernels);
-    }
-    if (p.gpu_span_ms) {
-      w.key("gpu_span_ms");
-      write_stats(w, *p.gpu_span_ms);
-    }
-    w.end_object();
-  }
+  for (const auto& p : s.phases) write_phase_summary(w, p);
   w.end_array();
   w.key("gpu").begin_object().member("status", s.gpu_status);
-  if (s.step_kernel_ms) {
-    w.key("step_kernel_ms");
-    write_stats(w, *s.step_kernel_ms);
-    w.key("step_busy_ms");
-    write_stats(w, *s.step_busy_ms);
-  }
-  if (s.step_gpu_span_ms) {
-    w.key("step_gpu_span_ms");
-    write_stats(w, *s.step_gpu_span_ms);
+  write_stats_member(w, "step_gpu_ms", s.step_gpu_ms);
+  if (s.step_kernels) {
+    w.key("step_kernels");
+    write_kernel_summary(w, *s.step_kernels);
   }
   w.member("peak_allocated_bytes", s.peak_allocated_bytes).member("peak_reserved_bytes", s.peak_reserved_bytes);
   w.member("unattributed_kernels", s.unattributed_kernels).member("dropped_records", s.dropped_gpu_records);
   w.end_object();
+  const auto& r = s.recording;
+  w.key("recording").begin_object().member("recorded_steps", static_cast<std::uint64_t>(r.recorded_steps));
+  w.member("recorded_step_ms", r.recorded_step_ms).member("untraced_step_ms", r.untraced_step_ms);
+  w.member("cost", r.cost).end_object();
+  const auto& b = s.baseline;
+  w.key("baseline").begin_object().member("steps", static_cast<std::uint64_t>(b.steps)).member("untraced", b.untraced);
+  w.member("step_ms", b.step_ms).member("residual_ms", b.residual_ms).end_object();
   w.member("dropped_records", s.dropped_records);
   w.end_object();
 }

@@ -1,74 +1,103 @@
 // traceml: the terminal summary table, formatted from run_summary (the same numbers as the JSON).
+// Every figure comes from the summary as it is; the footer says which steps each column rests on.
 #pragma once
-#include <cstdio>
+#include <optional>
 #include <string>
 
 #include "traceml/config.hpp"
+#include "traceml/sinks/figure_notes.hpp"
 #include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
 namespace detail {
-inline std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 inline std::string pad(std::string s, std::size_t width, bool left = false) {
   if (s.size() >= width) return s;
   return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
 }
+
+/// Which GPU columns the table has: "gpu ms" when GPU time was measured on any step, the kernel
+/// columns when any step was recorded.
+struct table_columns {
+  bool gpu_ms = false;
+  bool kernels = false;
+
+  explicit table_columns(const run_summary& s) {
+    gpu_ms = s.step_gpu_ms.has_value();
+    kernels = s.step_kernels.has_value();
+    for (const auto& p : s.phases) {
+      gpu_ms = gpu_ms || p.gpu_ms.has_value();
+      kernels = kernels || p.kernels.has_value();
+    }
+  }
+};
+
+/// The wall-time cells of one row: mean, median, p10, p90, min, max, std, share of the step.
+inline std::string wall_cells(const summary_stats& w, double share) {
+  return pad(fixed_text(w.mean, 3), 11) + pad(fixed_text(w.median, 3), 11) + pad(fixed_text(w.p10, 3), 11) +
+         pad(fixed_text(w.p90, 3), 11) + pad(fixed_text(w.min, 3), 11) + pad(fixed_text(w.max, 3), 11) +
+         pad(fixed_text(w.stddev, 3), 10) + pad(fixed_text(share * 100, 1) + "%", 8);
+}
+
+/// The GPU cells of one row ("-" where this row was not measured, so later columns stay aligned).
+inline std::string gpu_cells(const table_columns& c, const std::optional<summary_stats>& gpu_ms,
+                             const std::optional<kernel_summary>& k) {
+  std::string out;
+  if (c.gpu_ms) out += pad(gpu_ms ? fixed_text(gpu_ms->mean, 3) : "-", 11);
+  if (!c.kernels) return out;
+  if (!k) return out + pad("-", 11) + pad("-", 8) + pad("-", 8) + pad("-", 14);
+  return out + pad(fixed_text(k->kernel_ms.mean, 3), 11) + pad(fixed_text(k->busy_share * 100, 1), 8) +
+         pad(fixed_text(k->idle_share * 100, 1), 8) + pad(fixed_text(k->kernels_per_step, 0), 14);
+}
+
+/// What each column rests on: "wall: 10 steps; gpu ms: 10 of 10 steps (CUDA events); kernel ms,
+/// busy/idle %, kernels/step: 1 of 10 steps (recorded, CUPTI); recording cost +45.8% per ...".
+inline std::string table_footer(const run_summary& s, const table_columns& c) {
+  const std::size_t measured = s.step_ms.count;
+  std::string out = "wall: " + steps_of(measured, 0);
+  if (c.gpu_ms) out += std::string("; gpu ms: ") + steps_of(gpu_time_steps(s), measured) + " (" + gpu_time_source(s) + ")";
+  if (c.kernels)
+    out += "; kernel ms, busy/idle % of the GPU window, kernels/step: " + steps_of(kernel_steps(s), measured) +
+           " (recorded, CUPTI)";
+  const std::string cost = recording_cost_note(s.recording);
+  if (!cost.empty()) out += "; " + cost;
+  return out + "\n";
+}
 }  // namespace detail
 
 /// Milliseconds printed with three decimals (the table's rounding; JSON keeps full precision).
-inline std::string format_ms(double ms) { return detail::fmt("%.3f", ms); }
+inline std::string format_ms(double ms) { return detail::fixed_text(ms, 3); }
 
 /// The table: one row per phase (nested phases indented), then residual and step. Mean columns add
-/// up: the top-level phases' means plus the residual's mean equal the step's mean.
+/// up: the top-level phases' means plus the residual's mean equal the step's mean. GPU columns are
+/// per phase and per step as the summary computed them; busy % + idle % = 100 of the GPU window.
 inline std::string format_table(const run_result& run) {
   using detail::pad;
   const auto& s = run.summary;
-  const bool gpu = s.step_kernel_ms.has_value();
-  const bool span_only = !gpu && s.step_gpu_span_ms.has_value();  // CUDA-event timing
+  const detail::table_columns cols(s);
   std::string out;
-  out += "traceml: " + run.name + "  (" + std::to_string(s.steps - s.warmup_steps) + " steps measured, " +
+  out += "traceml: " + run.name + "  (" + std::to_string(s.measured_steps()) + " steps measured, " +
          std::to_string(s.warmup_steps) + " warm-up excluded)\n";
   std::string header = pad("phase", 22, true) + pad("mean ms", 11) + pad("median", 11) + pad("p10", 11) +
                        pad("p90", 11) + pad("min", 11) + pad("max", 11) + pad("std", 10) + pad("share", 8);
-  if (gpu) header += pad("kernel ms", 11) + pad("gpu idle%", 10) + pad("kernels", 9);
-  if (span_only) header += pad("gpu ms", 11);
-  out += header + "\n" + std::string(header.size(), '-') + "\n";
-  const auto row = [&](const std::string& name, const summary_stats& w, double share, const phase_summary* p) {
-    std::string line = pad(name, 22, true) + pad(format_ms(w.mean), 11) + pad(format_ms(w.median), 11) +
-                       pad(format_ms(w.p10), 11) + pad(format_ms(w.p90), 11) + pad(format_ms(w.min), 11) +
-                       pad(format_ms(w.max), 11) + pad(format_ms(w.stddev), 10) +
-                       pad(detail::fmt("%.1f%%", share * 100), 8);
-    if (gpu && p && p->kernel_ms) {
-      const double idle_pct = p->wall_ms.mean > 0 ? 100.0 * p->idle_ms->mean / p->wall_ms.mean : 0;
-      line += pad(format_ms(p->kernel_ms->mean), 11) + pad(detail::fmt("%.1f", idle_pct), 10) +
-              pad(detail::fmt("%.0f", p->kernels_per_step), 9);
-    }
-    if (span_only && p && p->gpu_span_ms) line += pad(format_ms(p->gpu_span_ms->mean), 11);
-    out += line + "\n";
-  };
-  for (const auto& p : s.phases) row(p.top_level ? p.name : "  " + p.name + " (nested)", p.wall_ms, p.share, &p);
-  row("(residual)", s.residual_ms, s.step_ms.mean > 0 ? s.residual_ms.mean / s.step_ms.mean : 0, nullptr);
-  out += std::string(header.size(), '-') + "\n";
-  std::string step_line = pad("step", 22, true) + pad(format_ms(s.step_ms.mean), 11) + pad(format_ms(s.step_ms.median), 11) +
-                          pad(format_ms(s.step_ms.p10), 11) + pad(format_ms(s.step_ms.p90), 11) +
-                          pad(format_ms(s.step_ms.min), 11) + pad(format_ms(s.step_ms.max), 11) +
-                          pad(format_ms(s.step_ms.stddev), 10) + pad("100.0%", 8);
-  if (gpu) {
-    const double idle_pct = s.step_ms.mean > 0 ? 100.0 * (1.0 - s.step_busy_ms->mean / s.step_ms.mean) : 0;
-    step_line += pad(format_ms(s.step_kernel_ms->mean), 11) + pad(detail::fmt("%.1f", idle_pct), 10);
-  }
-  if (span_only) step_line += pad(format_ms(s.step_gpu_span_ms->mean), 11);
-  out += step_line + "\n";
-  if (s.tokens_per_s > 0) out += "throughput: " + detail::fmt("%.1f", s.tokens_per_s) + " tokens/s\n";
-  if (s.samples_per_s > 0) out += "throughput: " + detail::fmt("%.2f", s.samples_per_s) + " samples/s\n";
+  if (cols.gpu_ms) header += pad("gpu ms", 11);
+  if (cols.kernels) header += pad("kernel ms", 11) + pad("busy %", 8) + pad("idle %", 8) + pad("kernels/step", 14);
+  const std::string rule(header.size(), '-');
+  out += header + "\n" + rule + "\n";
+  for (const auto& p : s.phases)
+    out += pad(p.top_level ? p.name : "  " + p.name + " (nested)", 22, true) + detail::wall_cells(p.wall_ms, p.share) +
+           detail::gpu_cells(cols, p.gpu_ms, p.kernels) + "\n";
+  out += pad("(residual)", 22, true) +
+         detail::wall_cells(s.residual_ms, s.step_ms.mean > 0 ? s.residual_ms.mean / s.step_ms.mean : 0) + "\n";
+  out += rule + "\n";
+  out += pad("step", 22, true) + detail::wall_cells(s.step_ms, 1) + detail::gpu_cells(cols, s.step_gpu_ms, s.step_kernels) +
+         "\n";
+  if (cols.gpu_ms || cols.kernels) out += detail::table_footer(s, cols);
+  if (s.tokens_per_s > 0) out += "throughput: " + detail::fixed_text(s.tokens_per_s, 1) + " tokens/s\n";
+  if (s.samples_per_s > 0) out += "throughput: " + detail::fixed_text(s.samples_per_s, 2) + " samples/s\n";
   if (s.peak_allocated_bytes >= 0)
-    out += "gpu memory: peak allocated " + detail::fmt("%.2f", static_cast<double>(s.peak_allocated_bytes) / (1 << 30)) +
-           " GiB, peak reserved " + detail::fmt("%.2f", static_cast<double>(s.peak_reserved_bytes) / (1 << 30)) + " GiB\n";
+    out += "gpu memory: peak allocated " + detail::fixed_text(static_cast<double>(s.peak_allocated_bytes) / (1 << 30), 2) +
+           " GiB, peak reserved " + detail::fixed_text(static_cast<double>(s.peak_reserved_bytes) / (1 << 30), 2) + " GiB\n";
   if (!s.gpu_status.empty()) out += "gpu: " + s.gpu_status + "\n";
   if (s.dropped_records) out += "warning: " + std::to_string(s.dropped_records) + " CPU records dropped (ring full)\n";
   if (s.dropped_gpu_records) out += "warning: " + std::to_string(s.dropped_gpu_records) + " GPU records dropped\n";

@@ -1,0 +1,75 @@
+// traceml: the words and numbers every sink uses to say what a figure rests on ("1 of 10 steps",
+// "recording cost +45.8% per recorded step"), and the one locale-proof number formatter. The table
+// and the HTML report say the same thing in the same words because they call these.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <string>
+
+#include "traceml/config.hpp"
+#include "traceml/summary.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+namespace detail {
+
+/// `v` with `decimals` digits after a '.', whatever the C locale's decimal separator; no "-0.0".
+/// Non-finite values give "-" (the HTML report shows an en dash instead).
+inline std::string fixed_text(double v, int decimals) {
+  if (!std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  std::string s(buf);
+  bool nonzero = false;
+  for (char& c : s) {
+    if (c >= '1' && c <= '9') nonzero = true;
+    else if (c != '-' && c != '0') c = '.';
+  }
+  if (!nonzero && !s.empty() && s[0] == '-') s.erase(0, 1);
+  return s;
+}
+
+/// "1 of 10 steps", "10 of 10 steps", "1 step" (when `of` is 0: the total is not known).
+inline std::string steps_of(std::size_t n, std::size_t of) {
+  if (of == 0) return std::to_string(n) + (n == 1 ? " step" : " steps");
+  return std::to_string(n) + " of " + std::to_string(of) + (of == 1 ? " step" : " steps");
+}
+
+/// How many steps a run's per-phase GPU time rests on: the step window's count (the phases share
+/// it: a step without the phase counts 0 there), or the largest phase count without a step figure.
+inline std::size_t gpu_time_steps(const run_summary& s) {
+  if (s.step_gpu_ms) return s.step_gpu_ms->count;
+  std::size_t n = 0;
+  for (const auto& p : s.phases)
+    if (p.gpu_ms && p.gpu_ms->count > n) n = p.gpu_ms->count;
+  return n;
+}
+
+/// Where the GPU time came from: CUDA events when it covers more steps than kernel records did,
+/// otherwise the boundary markers of the recorded steps.
+inline const char* gpu_time_source(const run_summary& s) {
+  return gpu_time_steps(s) > s.recording.recorded_steps ? "CUDA events" : "phase boundaries";
+}
+
+/// How many steps the kernel figures rest on (recorded steps after warm-up); 0 without any.
+inline std::size_t kernel_steps(const run_summary& s) {
+  if (s.step_kernels) return s.step_kernels->steps;
+  for (const auto& p : s.phases)
+    if (p.kernels) return p.kernels->steps;
+  return 0;
+}
+
+/// A fraction as a signed percentage: "+45.8%", "-3.0%".
+inline std::string signed_percent(double fraction) {
+  return (fraction >= 0 ? "+" : "") + fixed_text(fraction * 100, 1) + "%";
+}
+
+/// "recording cost +45.8% per recorded step (median recorded vs untraced step)", or "" when the
+/// cost is not known (no recorded step, or no untraced step to compare with).
+inline std::string recording_cost_note(const recording_summary& r) {
+  if (!r.cost) return "";
+  return "recording cost " + signed_percent(*r.cost) + " per recorded step (median recorded vs untraced step)";
+}
+
+}  // namespace detail
+TRACEML_END_NAMESPACE
