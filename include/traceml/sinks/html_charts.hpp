@@ -1,0 +1,268 @@
+// traceml HTML report, part 2: the inline SVG charts (step time per step, stacked bars of the mean
+// step and of the GPU window). Lengths follow the numbers: value * plot size / axis max.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "traceml/config.hpp"
+#include "traceml/sinks/html_basics.hpp"
+#include "traceml/summary.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+namespace detail {
+namespace html {
+
+// Geometry of the charts, in SVG user units (pixels at 100% zoom).
+inline constexpr double chart_width = 800;
+inline constexpr double bar_height = 24;
+inline constexpr double bar_gap = 12;
+/// Width of the bars' value scale in the breakdown and GPU charts (the label column comes before it).
+inline constexpr double bar_plot_width = 600;
+
+/// Step time of every step, one line per run; warm-up steps shaded and drawn hollow, each run's
+/// median over the measured steps dashed. The y axis fits the measured steps: a slow first step
+/// would otherwise squash the rest into a flat line, so warm-up points above it sit on its top
+/// edge (their tooltips keep the real value).
+inline void step_time_chart(std::string& o, const std::vector<run_result>& runs) {
+  std::size_t n_max = 0, warm_max = 0;
+  double hi = 0, hi_all = 0;
+  for (const auto& r : runs) {
+    n_max = std::max(n_max, r.steps.size());
+    warm_max = std::max(warm_max, std::min(r.summary.warmup_steps, r.steps.size()));
+    for (std::size_t i = 0; i < r.steps.size(); ++i) {
+      hi_all = std::max(hi_all, r.steps[i].wall_ms);
+      if (i >= r.summary.warmup_steps) hi = std::max(hi, r.steps[i].wall_ms);
+    }
+  }
+  if (n_max == 0) {
+    o += "<p class=\"muted\">No steps recorded.</p>\n";
+    return;
+  }
+  if (!(hi > 0)) hi = hi_all;
+  const double height = 300, left = 64, right = 16, top = 16, bottom = 46;
+  const double pw = chart_width - left - right, ph = height - top - bottom;
+  const axis ya = nice_axis(hi);
+  const auto x = [&](double i) { return left + (n_max > 1 ? pw * i / static_cast<double>(n_max - 1) : pw / 2); };
+  const auto y = [&](double v) { return top + ph - ph * std::clamp(v, 0.0, ya.max) / ya.max; };
+
+  o += "<svg class=\"chart\" id=\"step-time-chart\" viewBox=\"0 0 " + px(chart_width) + " " + px(height) +
+       "\" width=\"" + px(chart_width) + "\" height=\"" + px(height) +
+       "\" role=\"img\" aria-label=\"Step time per step\">\n";
+  if (warm_max > 0) {
+    const double x1 = n_max > 1 ? std::min(left + pw, x(static_cast<double>(warm_max) - 0.5)) : left + pw;
+    o += "<rect class=\"warmup\" x=\"" + px(left) + "\" y=\"" + px(top) + "\" width=\"" + px(x1 - left) +
+         "\" height=\"" + px(ph) + "\"><title>warm-up: excluded from the statistics</title></rect>";
+    svg_text(o, left + 4, top + ph - 6, "warm-up", "start", "note");  // clipped warm-up points sit at the top
+    o += "\n";
+  }
+  const int yticks = static_cast<int>(std::lround(ya.max / ya.step));
+  for (int i = 0; i <= yticks; ++i) {
+    const double v = ya.step * i;
+    svg_line(o, left, y(v), left + pw, y(v), i == 0 ? "axis" : "grid");
+    svg_text(o, left - 6, y(v) + 4, tick_label(v), "end", "tick");
+  }
+  o += "<text class=\"unit\" text-anchor=\"middle\" transform=\"translate(14 " + px(top + ph / 2) +
+       ") rotate(-90)\">step time (ms)</text>\n";
+  // Step indices: integer ticks, about eight of them.
+  const axis xa = nice_axis(static_cast<double>(n_max > 1 ? n_max - 1 : 1), 8);
+  const double xstep = std::max(1.0, std::round(xa.step));
+  for (double i = 0; i <= static_cast<double>(n_max - 1) + 1e-9; i += xstep) {
+    svg_line(o, x(i), top + ph, x(i), top + ph + 4, "axis");
+    svg_text(o, x(i), top + ph + 16, tick_label(i), "middle", "tick");
+  }
+  svg_text(o, left + pw, height - 6, "step", "end", "unit");
+  o += "\n";
+
+  const bool markers = n_max <= 150;  // beyond that, dots would merge into a smear
+  for (std::size_t ri = 0; ri < runs.size(); ++ri) {
+    const auto& r = runs[ri];
+    if (r.steps.empty()) continue;
+    const std::string color = run_color(ri);
+    o += "<g class=\"run\" data-run=\"" + std::to_string(ri) + "\">";
+    if (r.steps.size() > 1) {
+      o += "<polyline fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.5\" points=\"";
+      for (std::size_t i = 0; i < r.steps.size(); ++i)
+        o += (i ? " " : "") + px(x(static_cast<double>(i))) + "," + px(y(r.steps[i].wall_ms));
+      o += "\"/>";
+    }
+    const auto& s = r.summary;
+    if (s.step_ms.count > 0) {
+      o += "<line class=\"median\" stroke=\"" + color + "\" x1=\"" + px(x(static_cast<double>(std::min(s.warmup_steps, n_max - 1)))) +
+           "\" y1=\"" + px(y(s.step_ms.median)) + "\" x2=\"" + px(x(static_cast<double>(r.steps.size() - 1))) +
+           "\" y2=\"" + px(y(s.step_ms.median)) + "\"><title>" + escape(r.name) + ": median " + ms(s.step_ms.median) +
+           " ms</title></line>";
+    }
+    if (markers || r.steps.size() == 1) {
+      for (std::size_t i = 0; i < r.steps.size(); ++i) {
+        const bool warm = i < s.warmup_steps;
+        o += "\n<circle cx=\"" + px(x(static_cast<double>(i))) + "\" cy=\"" + px(y(r.steps[i].wall_ms)) +
+             "\" r=\"2.5\" stroke=\"" + color + "\" fill=\"" + (warm ? std::string("#ffffff") : color) + "\"><title>" +
+             escape(r.name) + " step " + std::to_string(r.steps[i].step) + ": " + ms(r.steps[i].wall_ms) + " ms" +
+             (warm ? " (warm-up)" : "") + "</title></circle>";
+      }
+    }
+    o += "</g>\n";
+  }
+  o += "</svg>\n<ul class=\"legend\">";
+  for (std::size_t ri = 0; ri < runs.size(); ++ri) {
+    o += "<li>";
+    swatch(o, run_color(ri));
+    o += escape(runs[ri].name) + "</li>";
+  }
+  o += "<li class=\"muted\">hollow dots and shaded band: warm-up steps, excluded from the statistics; dashed: median";
+  if (hi_all > ya.max) o += "; points above the axis (up to " + ms(hi_all) + " ms) sit on its top edge";
+  o += "</li>";
+  o += "</ul>\n";
+}
+
+/// One segment of a horizontal stacked bar.
+struct bar_segment {
+  std::string label;    ///< shown in the legend and tooltip (not escaped yet)
+  std::string color;
+  std::string cls;      ///< "seg", "busy", "idle"
+  double value = 0;     ///< ms
+};
+
+/// One bar: a row label and its segments, left to right.
+struct bar_row {
+  std::string label;
+  std::string sublabel;
+  std::string right;    ///< text after the bar
+  std::vector<bar_segment> segments;
+  double marker = -1;   ///< a reference value drawn as a tick across the bar (-1: none)
+  std::string data;     ///< extra attributes for the segments (e.g. data-run="0")
+};
+
+/// Horizontal stacked bars on one shared ms scale (so bars of different runs compare by length).
+/// Segment widths are value * bar_plot_width / axis max; values print inside segments wide enough.
+inline void bar_chart(std::string& o, const std::string& id, const std::string& aria, const std::vector<bar_row>& rows,
+                      const axis& a) {
+  std::vector<std::string> labels;
+  for (const auto& r : rows) labels.push_back(r.label + " " + r.sublabel);
+  const double left = label_width(labels) + 8, top = 8, bottom_space = 40;
+  const double width = left + bar_plot_width + 150;
+  const double height = top + static_cast<double>(rows.size()) * (bar_height + bar_gap) + bottom_space;
+  const double plot_bottom = top + static_cast<double>(rows.size()) * (bar_height + bar_gap) - bar_gap / 2;
+  o += "<svg class=\"chart\" id=\"" + id + "\" viewBox=\"0 0 " + px(width) + " " + px(height) + "\" width=\"" +
+       px(width) + "\" height=\"" + px(height) + "\" role=\"img\" aria-label=\"" + escape(aria) + "\">\n";
+  value_axis(o, a, left, bar_plot_width, top - 4, plot_bottom, "ms");
+  o += "\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    const double y = top + static_cast<double>(i) * (bar_height + bar_gap);
+    const double mid = y + bar_height / 2 + 4;
+    if (row.sublabel.empty()) {
+      svg_text(o, left - 8, mid, shorten(row.label, 28), "end", "label");
+    } else {
+      svg_text(o, left - 8, mid - 6, shorten(row.label, 28), "end", "label");
+      svg_text(o, left - 8, mid + 7, shorten(row.sublabel, 28), "end", "sublabel");
+    }
+    double cur = left;
+    for (const auto& seg : row.segments) {
+      const double w = std::max(0.0, seg.value) * bar_plot_width / a.max;
+      o += "\n<rect class=\"" + seg.cls + "\" " + row.data + " data-phase=\"" + escape(seg.label) + "\" x=\"" + px(cur) +
+           "\" y=\"" + px(y) + "\" width=\"" + px(w) + "\" height=\"" + px(bar_height) + "\" fill=\"" + seg.color +
+           "\"><title>" + escape(row.label) + (row.sublabel.empty() ? "" : " \xC2\xB7 " + escape(row.sublabel)) + ": " +
+           escape(seg.label) + " " + ms(seg.value) + " ms</title></rect>";
+      // A value is printed only where it fits (about 7 px per character).
+      const std::string v = ms(seg.value);
+      // White on the phase colours, dark on the light grey of idle time and the residual.
+      const bool light = seg.color == idle_color || seg.color == residual_color;
+      if (w >= static_cast<double>(v.size()) * 7 + 8) svg_text(o, cur + w / 2, mid, v, "middle", light ? "inbar-dark" : "inbar");
+      cur += w;
+    }
+    if (row.marker >= 0) {
+      const double mx = left + row.marker * bar_plot_width / a.max;
+      svg_line(o, mx, y - 3, mx, y + bar_height + 3, "marker");
+    }
+    svg_text(o, cur + 6, mid, row.right, "start", "total");
+    o += "\n";
+  }
+  o += "</svg>\n";
+}
+
+inline void legend(std::string& o, const std::vector<std::pair<std::string, std::string>>& items) {
+  o += "<ul class=\"legend\">";
+  for (const auto& [label, color] : items) {
+    o += "<li>";
+    swatch(o, color);
+    o += escape(label) + "</li>";
+  }
+  o += "</ul>\n";
+}
+
+/// Mean wall time of each top-level phase plus the residual, per run: the segments add up to the
+/// mean step time (phases on other threads overlap the step and can make a bar longer; the mean
+/// step time is then marked on the bar).
+inline void breakdown_chart(std::string& o, const std::vector<run_result>& runs, const phase_palette& pal) {
+  std::vector<bar_row> rows;
+  std::vector<std::pair<std::string, std::string>> items;
+  double hi = 0;
+  for (std::size_t ri = 0; ri < runs.size(); ++ri) {
+    const auto& s = runs[ri].summary;
+    bar_row row;
+    row.label = runs[ri].name;
+    row.data = "data-run=\"" + std::to_string(ri) + "\"";
+    double sum = 0;
+    for (const auto& p : s.phases) {
+      if (!p.top_level) continue;
+      const std::string color = pal.color(p.kind, p.name);
+      row.segments.push_back({p.name, color, "seg", p.wall_ms.mean});
+      sum += std::max(0.0, p.wall_ms.mean);
+      if (std::none_of(items.begin(), items.end(), [&](const auto& it) { return it.first == p.name && it.second == color; }))
+        items.emplace_back(p.name, color);
+    }
+    row.segments.push_back({"(residual)", residual_color, "seg", s.residual_ms.mean});
+    sum += std::max(0.0, s.residual_ms.mean);
+    row.right = "= " + ms(s.step_ms.mean) + " ms";
+    if (std::fabs(sum - s.step_ms.mean) > 0.005 * s.step_ms.mean) row.marker = s.step_ms.mean;
+    hi = std::max({hi, sum, s.step_ms.mean});
+    rows.push_back(std::move(row));
+  }
+  items.emplace_back("(residual)", residual_color);
+  bar_chart(o, "phase-breakdown", "Mean step time by phase", rows, nice_axis(hi));
+  legend(o, items);
+}
+
+/// Per phase and run, over the run's recorded steps: mean GPU busy and idle time per step inside
+/// the phase's GPU window (they add up to the window's mean), the busy share of the window, and
+/// kernels per step; each bar says how many steps it rests on.
+inline void gpu_chart(std::string& o, const std::vector<run_result>& runs, const phase_palette& pal) {
+  // Phases in order of first appearance over all runs, each with every run that measured it, so
+  // the schedules of one phase sit next to each other.
+  std::vector<std::pair<phase_kind, std::string>> keys;
+  for (const auto& r : runs)
+    for (const auto& p : r.summary.phases)
+      if (has_gpu_facts(p) && std::none_of(keys.begin(), keys.end(), [&](const auto& k) { return k.first == p.kind && k.second == p.name; }))
+        keys.emplace_back(p.kind, p.name);
+  std::vector<bar_row> rows;
+  double hi = 0;
+  for (const auto& [kind, name] : keys)
+    for (std::size_t ri = 0; ri < runs.size(); ++ri) {
+      for (const auto& p : runs[ri].summary.phases) {
+        if (p.kind != kind || p.name != name || !has_gpu_facts(p)) continue;
+        const kernel_summary& k = *p.kernels;
+        bar_row row;
+        row.label = p.name;
+        if (runs.size() > 1) row.sublabel = runs[ri].name;
+        row.data = "data-run=\"" + std::to_string(ri) + "\"";
+        row.segments.push_back({"GPU busy", pal.color(p.kind, p.name), "busy", k.busy_ms.mean});
+        row.segments.push_back({"GPU idle", idle_color, "idle", k.idle_ms.mean});
+        row.right = (k.window_ms.mean > 0 ? pct(k.busy_share) + " busy, " : std::string()) +
+                    fixed(k.kernels_per_step, 0) + " kernels/step (" +
+                    steps_of(k.steps, runs[ri].summary.step_ms.count) + ")";
+        hi = std::max(hi, k.window_ms.mean);
+        rows.push_back(std::move(row));
+      }
+    }
+  bar_chart(o, "gpu-busy-idle", "GPU busy and idle time within each phase's GPU window", rows, nice_axis(hi));
+  legend(o, {{"GPU busy (the phase's colour)", "#555555"}, {"GPU idle", idle_color}});
+}
+
+}  // namespace html
+}  // namespace detail
+TRACEML_END_NAMESPACE

@@ -1,0 +1,191 @@
+// traceml HTML report, part 3: the tables (configuration and summary per run, the comparison of
+// runs, per-phase statistics, GPU figures and top kernels). Each caption names its sample set.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "traceml/config.hpp"
+#include "traceml/sinks/html_basics.hpp"
+#include "traceml/summary.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+namespace detail {
+namespace html {
+
+/// The GPU rows of a run's summary card: GPU time over the steps it was timed on, kernel time and
+/// the busy share of the step's GPU window over the recorded steps, and what recording cost.
+inline void gpu_summary_rows(std::string& o, const run_summary& s) {
+  if (s.step_gpu_ms)
+    kv_row(o, "GPU time per step", ms(s.step_gpu_ms->mean) + " ms, mean over " +
+                                       steps_of(s.step_gpu_ms->count, s.step_ms.count) + " (" + gpu_time_source(s) + ")");
+  if (s.step_kernels) {
+    const auto& k = *s.step_kernels;
+    const std::string over = recorded_steps_note(s);
+    kv_row(o, "GPU kernel time per step", ms(k.kernel_ms.mean) + " ms, mean " + over);
+    kv_row(o, "GPU busy", pct(k.busy_share) + " of the step's GPU window, " + over);
+    kv_row(o, "kernels per step", fixed(k.kernels_per_step, 0) + ", " + over);
+  }
+  if (s.recording.cost)
+    kv_row(o, "recording cost", signed_percent(*s.recording.cost) +
+                                    " per recorded step (median recorded vs untraced step)");
+}
+
+inline void config_and_summary(std::string& o, const run_result& r, std::size_t index) {
+  const auto& s = r.summary;
+  o += "<section class=\"card\" id=\"run-" + std::to_string(index) + "\">\n<h3>";
+  swatch(o, run_color(index));
+  o += escape(r.name) + "</h3>\n";
+  if (r.config.empty()) {
+    o += "<p class=\"muted\">No configuration given.</p>\n";
+  } else {
+    o += "<table class=\"kv config\"><caption>Configuration</caption><tbody>\n";
+    for (const auto& [k, v] : r.config) kv_row(o, escape(k), escape(v));
+    o += "</tbody></table>\n";
+  }
+  o += "<table class=\"kv summary\"><caption>Summary</caption><tbody>\n";
+  kv_row(o, "steps", std::to_string(measured_steps(s)) + " measured, " + std::to_string(s.warmup_steps) + " warm-up excluded");
+  if (s.step_ms.count > 0) {
+    kv_row(o, "step time median", ms(s.step_ms.median) + " ms");
+    kv_row(o, "step time mean", ms(s.step_ms.mean) + " ms");
+    kv_row(o, "step time p10 / p90", ms(s.step_ms.p10) + " / " + ms(s.step_ms.p90) + " ms");
+  }
+  if (s.tokens_per_s > 0) kv_row(o, "throughput", fixed(s.tokens_per_s, 1) + " tokens/s");
+  if (s.samples_per_s > 0) kv_row(o, "throughput", fixed(s.samples_per_s, 2) + " samples/s");
+  kv_row(o, "GPU", s.gpu_status.empty() ? std::string("no GPU source") : escape(s.gpu_status));
+  gpu_summary_rows(o, s);
+  constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  if (s.peak_allocated_bytes >= 0)
+    kv_row(o, "peak GPU memory", fixed(static_cast<double>(s.peak_allocated_bytes) / gib, 2) + " GiB allocated, " +
+                                     fixed(static_cast<double>(s.peak_reserved_bytes) / gib, 2) + " GiB reserved");
+  if (s.dropped_records)
+    kv_row(o, "<span class=\"warn\">warning</span>", std::to_string(s.dropped_records) + " CPU records dropped (ring full)");
+  if (s.dropped_gpu_records)
+    kv_row(o, "<span class=\"warn\">warning</span>", std::to_string(s.dropped_gpu_records) + " GPU records dropped");
+  if (s.unattributed_kernels) kv_row(o, "unattributed kernels", std::to_string(s.unattributed_kernels));
+  o += "</tbody></table>\n</section>\n";
+}
+
+/// Several runs side by side, with each run's median step time over the fastest run's median: the
+/// one ratio between runs, median-based everywhere (a few slower recorded steps move a mean, not a
+/// median).
+inline void comparison_table(std::string& o, const std::vector<run_result>& runs) {
+  double fastest = 0;
+  for (const auto& r : runs)
+    if (r.summary.step_ms.count > 0 && r.summary.step_ms.median > 0 && (fastest == 0 || r.summary.step_ms.median < fastest))
+      fastest = r.summary.step_ms.median;
+  o += "<table class=\"data\" id=\"comparison-table\">\n<caption>Statistics over each run's measured steps; "
+       "the ratio is of median step times</caption>\n";
+  header_row(o, {"run", "steps", "median ms", "mean ms", "p10 ms", "p90 ms", "std ms", "throughput",
+                 "median / fastest"});
+  o += "<tbody>\n";
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& s = runs[i].summary;
+    const bool has = s.step_ms.count > 0;
+    const double ratio = has && fastest > 0 ? s.step_ms.median / fastest : std::numeric_limits<double>::quiet_NaN();
+    const bool is_fastest = has && s.step_ms.median == fastest;
+    o += std::string("<tr") + (is_fastest ? " class=\"fastest\"" : "") + "><td>";
+    swatch(o, run_color(i));
+    o += escape(runs[i].name) + "</td>";
+    o += num_cell(std::to_string(measured_steps(s)));
+    o += num_cell(has ? ms(s.step_ms.median) : "&ndash;") + num_cell(has ? ms(s.step_ms.mean) : "&ndash;");
+    o += num_cell(has ? ms(s.step_ms.p10) : "&ndash;") + num_cell(has ? ms(s.step_ms.p90) : "&ndash;");
+    o += num_cell(has ? ms(s.step_ms.stddev) : "&ndash;");
+    o += num_cell(s.tokens_per_s > 0    ? fixed(s.tokens_per_s, 1) + " tok/s"
+                  : s.samples_per_s > 0 ? fixed(s.samples_per_s, 2) + " samples/s"
+                                        : "&ndash;");
+    o += "<td class=\"num ratio\">" + (std::isfinite(ratio) ? fixed(ratio, 2) + "&times;" : std::string("&ndash;")) +
+         (is_fastest ? " (fastest)" : "") + "</td></tr>\n";
+  }
+  o += "</tbody></table>\n";
+}
+
+inline void stats_cells(std::string& o, const summary_stats& w, double share) {
+  for (double v : {w.median, w.mean, w.p10, w.p90, w.min, w.max, w.stddev}) o += num_cell(ms(v));
+  o += num_cell(pct(share));
+}
+
+/// The optional "gpu ms" cell of a phase-table row.
+inline std::string gpu_ms_cell(const std::optional<summary_stats>& g) { return num_cell(g ? ms(g->mean) : "&ndash;"); }
+
+/// Median/mean/p10/p90/min/max/std and share of the step, per phase, then residual and step; the
+/// mean GPU time between the phase's boundaries beside them when it was measured.
+inline void phase_table(std::string& o, const run_result& r, const phase_palette& pal) {
+  const auto& s = r.summary;
+  const bool gpu = s.step_gpu_ms.has_value() ||
+                   std::any_of(s.phases.begin(), s.phases.end(), [](const phase_summary& p) { return p.gpu_ms.has_value(); });
+  o += "<table class=\"data phases\">\n<caption>Wall time over the " + std::to_string(s.step_ms.count) +
+       " measured steps (a step without the phase counts 0 ms); share: mean / mean step";
+  if (gpu)
+    o += "; gpu ms: mean GPU time between the phase's boundaries, over " + steps_of(gpu_time_steps(s), s.step_ms.count) +
+         " (" + gpu_time_source(s) + ")";
+  o += "</caption>\n";
+  std::vector<std::string> head = {"phase", "median ms", "mean ms", "p10 ms", "p90 ms", "min ms", "max ms", "std ms", "share"};
+  if (gpu) head.emplace_back("gpu ms");
+  header_row(o, head);
+  o += "<tbody>\n";
+  for (const auto& p : s.phases) {
+    o += std::string("<tr") + (p.top_level ? "" : " class=\"nested\"") + "><td>";
+    swatch(o, pal.color(p.kind, p.name));
+    o += escape(p.name) + (p.top_level ? "" : " <span class=\"muted\">(nested)</span>") + "</td>";
+    stats_cells(o, p.wall_ms, p.share);
+    if (gpu) o += gpu_ms_cell(p.gpu_ms);
+    o += "</tr>\n";
+  }
+  o += "<tr><td>";
+  swatch(o, residual_color);
+  o += "(residual)</td>";
+  stats_cells(o, s.residual_ms, s.step_ms.mean > 0 ? s.residual_ms.mean / s.step_ms.mean : 0);
+  if (gpu) o += num_cell("&ndash;");
+  o += "</tr>\n</tbody>\n<tfoot><tr><td>step</td>";
+  stats_cells(o, s.step_ms, 1);
+  if (gpu) o += gpu_ms_cell(s.step_gpu_ms);
+  o += "</tr></tfoot>\n</table>\n";
+}
+
+/// One row of the GPU table: every figure per step, over the same recorded steps.
+inline void kernel_row(std::string& o, const std::string& name_html, const kernel_summary& k) {
+  o += "<tr><td>" + name_html + "</td>" + num_cell(ms(k.wall_ms.mean)) + num_cell(ms(k.window_ms.mean)) +
+       num_cell(ms(k.kernel_ms.mean)) + num_cell(ms(k.busy_ms.mean)) + num_cell(ms(k.idle_ms.mean)) +
+       num_cell(k.window_ms.mean > 0 ? pct(k.busy_share) : "&ndash;") + num_cell(fixed(k.kernels_per_step, 1)) +
+       num_cell(k.kernels_per_microbatch > 0 ? fixed(k.kernels_per_microbatch, 1) : "&ndash;") + "</tr>\n";
+}
+
+/// GPU facts per phase (and the whole step), then each phase's top kernels; all per recorded step.
+inline void gpu_tables(std::string& o, const run_result& r) {
+  const auto& s = r.summary;
+  const std::string over = recorded_steps_note(s);
+  o += "<table class=\"data gpu\">\n<caption>Mean per step " + over +
+       ": the phase's wall time and GPU window on those steps; busy + idle = the GPU window</caption>\n";
+  header_row(o, {"phase", "wall ms", "GPU window ms", "kernel ms", "busy ms", "idle ms", "busy share", "kernels/step",
+                 "kernels/micro-batch"});
+  o += "<tbody>\n";
+  for (const auto& p : s.phases)
+    if (has_gpu_facts(p)) kernel_row(o, escape(p.name), *p.kernels);
+  o += "</tbody>\n";
+  if (s.step_kernels) {
+    o += "<tfoot>";
+    kernel_row(o, "step", *s.step_kernels);
+    o += "</tfoot>\n";
+  }
+  o += "</table>\n";
+  for (const auto& p : s.phases) {
+    if (!has_gpu_facts(p) || p.kernels->top_kernels.empty()) continue;
+    o += "<h4>Top kernels in " + escape(p.name) + "</h4>\n<table class=\"data kernels\">\n<caption>Per step " + over +
+         "; merged over those steps, then the longest " + std::to_string(top_kernel_count) + "</caption>\n";
+    header_row(o, {"kernel", "launches/step", "ms/step", "mean &micro;s"});
+    o += "<tbody>\n";
+    for (const auto& k : p.kernels->top_kernels)
+      o += "<tr><td class=\"kname\">" + escape(k.name) + "</td>" + num_cell(fixed(k.launches_per_step, 1)) +
+           num_cell(ms(k.ms_per_step)) + num_cell(fixed(k.mean_us, 1)) + "</tr>\n";
+    o += "</tbody></table>\n";
+  }
+}
+
+}  // namespace html
+}  // namespace detail
+TRACEML_END_NAMESPACE
