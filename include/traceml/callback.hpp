@@ -12,7 +12,7 @@
 //   callbacks.on_train_end();
 #pragma once
 #include <cstdint>
-#include <functional>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -39,8 +39,12 @@ class callback {
 
 /// Calls every registered callback, in registration order for begin hooks and in reverse order for
 /// end hooks (so callbacks nest like scopes). Callbacks are held by reference and must outlive it.
+///
+/// Cost of every hook: one virtual call per registered callback, plus what those callbacks do; the
+/// list itself allocates nothing and takes no lock (add() is the only member that allocates).
 class callback_list {
  public:
+  /// Registers `cb` (allocates: call it before the loop, not inside it).
   void add(callback& cb) { callbacks_.push_back(&cb); }
   std::size_t size() const noexcept { return callbacks_.size(); }
 
@@ -50,6 +54,7 @@ class callback_list {
   void on_step_end() { reverse_order([](callback& c) { c.on_step_end(); }); }
   void on_microbatch_begin() { forward_order([](callback& c) { c.on_microbatch_begin(); }); }
   void on_microbatch_end() { reverse_order([](callback& c) { c.on_microbatch_end(); }); }
+  /// `name` defaults to the kind's own name ("forward"); a name given must have static storage.
   void on_phase_begin(phase_kind kind, const char* name = nullptr) {
     const char* n = name ? name : to_string(kind);
     forward_order([&](callback& c) { c.on_phase_begin(kind, n); });
@@ -83,6 +88,8 @@ inline const char* describe_open(const hook_stack& s) {
   return s.size ? s.spans[s.size - 1].name : "nothing";
 }
 
+/// Cost: two compares and begin_span (the step counters, an NVTX push, a clock read) into the next
+/// slot of this thread's fixed stack. Allocates only to report a misuse.
 inline void hook_begin(phase_kind kind, const char* name) noexcept {
   auto& s = tls_hooks;
   if (s.size == hook_stack::capacity) {
@@ -94,31 +101,50 @@ inline void hook_begin(phase_kind kind, const char* name) noexcept {
                                         "' is still open; hook ignored (close it first)");
     return;
   }
-  if (kind == phase_kind::microbatch) {
-    bool in_step = false;
-    for (int i = 0; i < s.size; ++i) in_step |= s.spans[i].kind == phase_kind::step;
-    if (!in_step || s.spans[s.size - 1].kind != phase_kind::step) {
-      report_once("hook-micro-outside", std::string("on_microbatch_begin() called while '") + describe_open(s) +
-                                            "' is open (expected directly inside a step); hook ignored");
-      return;
-    }
+  if (kind == phase_kind::microbatch && (s.size == 0 || s.spans[s.size - 1].kind != phase_kind::step)) {
+    report_once("hook-micro-outside", std::string("on_microbatch_begin() called while '") + describe_open(s) +
+                                          "' is open (expected directly inside a step); hook ignored");
+    return;
   }
   begin_span(s.spans[s.size++], kind, name);
 }
 
+/// A name as a hook wrote it: the same pointer (string literals, tag names), else the same text.
+inline bool same_name(const char* a, const char* b) noexcept {
+  return a == b || (a != nullptr && b != nullptr && std::strcmp(a, b) == 0);
+}
+
+/// "on_phase_end(forward)" or "on_step_end()": how a misused end hook is named in diagnostics.
+/// Slow path (allocates): only called to report a misuse.
+inline std::string describe_end_hook(phase_kind kind, const char* name) {
+  return is_phase(kind) ? std::string("on_phase_end(") + name + ")" : std::string("on_") + to_string(kind) + "_end()";
+}
+
+/// Cold: an end hook with nothing open on this thread.
+inline void report_end_with_nothing_open(phase_kind kind, const char* name) noexcept {
+  const std::string what = describe_end_hook(kind, name);
+  report_once("hook-unbalanced-" + what, what + " called with nothing open; hook ignored");
+}
+
+/// Cold: an end hook that does not match the innermost open scope.
+inline void report_end_out_of_order(phase_kind kind, const char* name, const open_span& top) noexcept {
+  const std::string what = describe_end_hook(kind, name);
+  report_once("hook-order-" + what, what + " called while '" + top.name +
+                                        "' is the innermost open scope; hook ignored (hooks must nest)");
+}
+
+/// Cost when the hook matches the innermost open scope (the normal case): a pointer compare (or a
+/// strcmp for names built at run time) and end_span (a clock read, one ring write). Allocates only
+/// to report a misuse.
 inline void hook_end(phase_kind kind, const char* name) noexcept {
   auto& s = tls_hooks;
-  const std::string what = is_phase(kind) ? std::string("on_phase_end(") + name + ")"
-                                          : std::string("on_") + to_string(kind) + "_end()";
   if (s.size == 0) {
-    report_once("hook-unbalanced-" + what, what + " called with nothing open; hook ignored");
+    report_end_with_nothing_open(kind, name);
     return;
   }
   open_span& top = s.spans[s.size - 1];
-  const bool same_name = top.name == name || std::string(top.name) == name;
-  if (top.kind != kind || !same_name) {
-    report_once("hook-order-" + what, what + " called while '" + top.name +
-                                          "' is the innermost open scope; hook ignored (hooks must nest)");
+  if (top.kind != kind || !same_name(top.name, name)) {
+    report_end_out_of_order(kind, name, top);
     return;
   }
   --s.size;
@@ -146,14 +172,27 @@ TRACEML_END_MODE_NAMESPACE
 
 TRACEML_BEGIN_MODE_NAMESPACE
 /// A callback that turns hooks into records, exactly as scopes would. The profiler derives from it.
+///
+/// Cost: a begin hook costs what a scope's constructor does (a clock read, the step counters, an
+/// NVTX push) plus a push onto a fixed per-thread stack; an end hook what a scope's destructor does
+/// (a clock read, an NVTX pop, one ring write) plus a pointer compare with the innermost open hook
+/// (a strcmp when the names are different pointers). No hook allocates or locks, except to report
+/// a misuse once (the misuse is then ignored). Without a profiler attached that is all; with one,
+/// its step end also collects the step (per step, not per phase: see profiler.hpp).
 class recording_callback : public callback {
  public:
 #if TRACEML_ENABLED
+  /// Closes (and reports) whatever hooks this thread left open. Cost: nothing when all are closed.
   void on_train_end() override { detail::hook_reset_thread(); }
+  /// Opens a step: as TRACEML_STEP()'s constructor, plus a stack push.
   void on_step_begin() override { detail::hook_begin(phase_kind::step, "step"); }
+  /// Closes the step: as TRACEML_STEP()'s destructor (which notifies the profiler, if any).
   void on_step_end() override { detail::hook_end(phase_kind::step, "step"); }
+  /// Opens a micro-batch: as TRACEML_MICROBATCH()'s constructor, plus a stack push.
   void on_microbatch_begin() override { detail::hook_begin(phase_kind::microbatch, "microbatch"); }
+  /// Closes the micro-batch: as TRACEML_MICROBATCH()'s destructor.
   void on_microbatch_end() override { detail::hook_end(phase_kind::microbatch, "microbatch"); }
+  /// Opens a phase: as a phase scope's constructor, plus a stack push.
   void on_phase_begin(phase_kind kind, const char* name) override {
     if (!is_phase(kind)) {
       report_once("hook-phase-kind", "on_phase_begin() given a step/microbatch kind; use their own hooks");
@@ -161,6 +200,7 @@ class recording_callback : public callback {
     }
     detail::hook_begin(kind, name ? name : to_string(kind));
   }
+  /// Closes a phase: as a phase scope's destructor, plus a name compare.
   void on_phase_end(phase_kind kind, const char* name) override {
     if (!is_phase(kind)) return;
     detail::hook_end(kind, name ? name : to_string(kind));
