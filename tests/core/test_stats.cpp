@@ -1,6 +1,9 @@
 // Statistics against hand-computed values.
 #include <catch2/catch.hpp>
 
+#include <random>
+
+#include "mixed_run.hpp"
 #include "test_helpers.hpp"
 
 using namespace traceml;
@@ -53,6 +56,7 @@ TEST_CASE("warm-up: the requested count, never more than half the run", "[stats]
 }
 
 TEST_CASE("union_length merges overlaps and clips to the window", "[stats]") {
+  using detail::union_length;
   CHECK(union_length({{0, 10}, {5, 15}, {20, 30}}, 2, 25) == 18);
   CHECK(union_length({{20, 30}, {0, 10}}, 0, 100) == 20);
   CHECK(union_length({{0, 10}, {2, 3}}, 0, 100) == 10);
@@ -108,7 +112,9 @@ TEST_CASE("summarize_run: warm-up excluded, zero for missing phases, GPU columns
     g.step = i;
     g.kernels_measured = true;
     g.total.kernel_ns = 4'000'000 * (i + 1);
+    g.total.window_ns = 8'000'000;
     g.total.busy_ns = 3'000'000;
+    g.total.idle_ns = 5'000'000;
     g.peak_allocated_bytes = 1000 * (i + 1);
     phase_gpu_facts f;
     f.kind = phase_kind::forward;
@@ -116,8 +122,10 @@ TEST_CASE("summarize_run: warm-up excluded, zero for missing phases, GPU columns
     f.microbatch = 0;
     f.facts.kernel_ns = 2'000'000;
     f.facts.kernel_count = 6;
+    f.facts.window_ns = 3'000'000;
+    f.facts.busy_ns = 2'000'000;
     f.facts.idle_ns = 1'000'000;
-    f.top_kernels = {{"gemm", 2, 1'500'000}, {"relu", 4, 500'000}};
+    f.kernels = {{"gemm", 2, 1'500'000}, {"relu", 4, 500'000}};
     g.phases = {f, f};  // two micro-batches
     g.phases[1].microbatch = 1;
     st.gpu = g;
@@ -126,6 +134,7 @@ TEST_CASE("summarize_run: warm-up excluded, zero for missing phases, GPU columns
   const auto s = summarize_run(steps, 1, /*tokens_per_step=*/2048, /*samples_per_step=*/4);
   CHECK(s.steps == 4);
   CHECK(s.warmup_steps == 1);
+  CHECK(s.measured_steps() == 3);
   CHECK(s.step_ms.count == 3);
   CHECK(s.step_ms.mean == Approx(20));
   CHECK(s.tokens_per_s == Approx(2048 / 0.020));
@@ -135,18 +144,173 @@ TEST_CASE("summarize_run: warm-up excluded, zero for missing phases, GPU columns
   CHECK(s.phases[0].share == Approx(0.5));
   CHECK(s.phases[1].name == "eval");
   CHECK(s.phases[1].wall_ms.mean == Approx(4.0 / 3));  // 0, 0, 4
-  REQUIRE(s.phases[0].kernel_ms);
-  CHECK(s.phases[0].kernel_ms->mean == Approx(4));  // two micro-batches of 2 ms
-  CHECK(s.phases[0].idle_ms->mean == Approx(2));
-  CHECK(s.phases[0].kernels_per_step == Approx(12));
-  CHECK(s.phases[0].kernels_per_microbatch == Approx(6));
-  REQUIRE(s.phases[0].top_kernels.size() == 2);
-  CHECK(s.phases[0].top_kernels[0].name == "gemm");
-  CHECK(s.phases[0].top_kernels[0].count == 2 * 2 * 3);
-  CHECK(s.phases[0].top_kernels[0].total_ns == 1'500'000LL * 2 * 3);
-  REQUIRE(s.step_kernel_ms);
-  CHECK(s.step_kernel_ms->mean == Approx((8 + 12 + 16) / 3.0));
+  CHECK_FALSE(s.phases[1].kernels);                    // never ran on a recorded step
+  REQUIRE(s.phases[0].kernels);
+  const auto& k = *s.phases[0].kernels;
+  CHECK(k.steps == 3);
+  CHECK(k.kernel_ms.mean == Approx(4));  // two micro-batches of 2 ms
+  CHECK(k.window_ms.mean == Approx(6));
+  CHECK(k.idle_ms.mean == Approx(2));
+  CHECK(k.busy_share == Approx(4.0 / 6));
+  CHECK(k.idle_share == Approx(2.0 / 6));
+  CHECK(k.wall_ms.mean == Approx(10));
+  CHECK(k.kernels_per_step == Approx(12));
+  CHECK(k.kernels_per_microbatch == Approx(6));
+  CHECK(k.mean_kernel_us == Approx(2000.0 / 6));
+  REQUIRE(k.top_kernels.size() == 2);
+  CHECK(k.top_kernels[0].name == "gemm");
+  CHECK(k.top_kernels[0].launches == 2 * 2 * 3);
+  CHECK(k.top_kernels[0].launches_per_step == Approx(4));
+  CHECK(k.top_kernels[0].ms_per_step == Approx(3));
+  CHECK(k.top_kernels[0].mean_us == Approx(750));
+  REQUIRE(s.step_kernels);
+  CHECK(s.step_kernels->kernel_ms.mean == Approx((8 + 12 + 16) / 3.0));
+  CHECK(s.step_kernels->busy_share == Approx(3.0 / 8));
   CHECK(s.peak_allocated_bytes == 4000);
+  CHECK(s.recording.recorded_steps == 3);
+  CHECK_FALSE(s.baseline.untraced);  // every step recorded: the baseline is every measured step
+  CHECK(s.baseline.steps == 3);
+  CHECK_FALSE(s.recording.cost);
+}
+
+TEST_CASE("summarize_run: top kernels are cut only after every recorded step was merged", "[stats]") {
+  // Each recorded step has ten kernels of 6 ms that no other step has, and "steady" at 5 ms: the
+  // 11th of every step, the first of the run.
+  std::vector<step_result> steps;
+  for (int i = 0; i < 3; ++i) {
+    step_result st;
+    st.step = i;
+    st.wall_ms = 100;
+    st.phases.push_back({phase_kind::forward, "forward", 90, 1, true});
+    step_gpu_report g;
+    g.step = i;
+    g.kernels_measured = true;
+    phase_gpu_facts f;
+    f.kind = phase_kind::forward;
+    f.name = "forward";
+    for (int k = 0; k < 10; ++k) f.kernels.push_back({"step" + std::to_string(i) + "_k" + std::to_string(k), 1, 6'000'000});
+    f.kernels.push_back({"steady", 1, 5'000'000});
+    g.phases = {f};
+    st.gpu = g;
+    steps.push_back(st);
+  }
+  const auto s = summarize_run(steps, 0);
+  REQUIRE(s.phases[0].kernels);
+  const auto& top = s.phases[0].kernels->top_kernels;
+  REQUIRE(top.size() == top_kernel_count);
+  CHECK(top[0].name == "steady");
+  CHECK(top[0].ms_per_step == Approx(5));
+  CHECK(top[0].launches_per_step == Approx(1));
+  CHECK(top[1].ms_per_step == Approx(2));  // 6 ms on one of three recorded steps
+}
+
+TEST_CASE("summarize_run on recorded and unrecorded steps: each figure from one sample set", "[stats][mixed]") {
+  const auto run = traceml_test::mixed_run();
+  const auto& s = run.summary;
+  CHECK(s.measured_steps() == 10);
+  CHECK(s.step_ms.mean == Approx(26.1));
+  // Baseline: steps 2..11 without the recorded step 5 and the step after it.
+  CHECK(s.baseline.untraced);
+  CHECK(s.baseline.steps == 8);
+  CHECK(s.baseline.step_ms == Approx(25));
+  CHECK(s.recording.recorded_steps == 1);
+  CHECK(s.recording.recorded_step_ms == Approx(35));
+  CHECK(s.recording.untraced_step_ms == Approx(24));
+  REQUIRE(s.recording.cost);
+  CHECK(*s.recording.cost == Approx(35.0 / 24 - 1));
+  REQUIRE(s.step_gpu_ms);
+  CHECK(s.step_gpu_ms->count == 10);  // events: every measured step
+  CHECK(s.step_gpu_ms->mean == Approx((20.5 * 7 + 24 * 2 + 31.5) / 10));  // step 6: GPU time as usual
+  REQUIRE(s.step_kernels);
+  CHECK(s.step_kernels->steps == 1);
+  CHECK(s.step_kernels->window_ms.mean == Approx(31.5));
+  CHECK(s.step_kernels->busy_ms.mean == Approx(18.5));
+  CHECK(s.step_kernels->busy_share == Approx(18.5 / 31.5));
+  CHECK(s.step_kernels->kernels_per_step == Approx(510));
+
+  const auto phase = [&](const char* name) -> const phase_summary& {
+    for (const auto& p : s.phases)
+      if (p.name == name) return p;
+    FAIL("no phase " << name);
+    throw;
+  };
+  const auto& fwd = phase("forward");
+  CHECK(fwd.wall_ms.count == 10);
+  CHECK(fwd.wall_ms.mean == Approx(8.6));
+  CHECK(fwd.share == Approx(8.6 / 26.1));
+  REQUIRE(fwd.gpu_ms);
+  CHECK(fwd.gpu_ms->count == 10);
+  CHECK(fwd.gpu_ms->mean == Approx(7.4));
+  CHECK(fwd.baseline.wall_ms == Approx(8));
+  CHECK(fwd.baseline.gpu_ms == Approx(7));
+  REQUIRE(fwd.kernels);
+  CHECK(fwd.kernels->steps == 1);
+  CHECK(fwd.kernels->wall_ms.mean == Approx(12));  // the recorded step's own wall time, not the run's
+  CHECK(fwd.kernels->window_ms.mean == Approx(11));
+  CHECK(fwd.kernels->busy_ms.mean == Approx(6));
+  CHECK(fwd.kernels->idle_ms.mean == Approx(5));
+  CHECK(fwd.kernels->busy_share == Approx(6.0 / 11));
+  CHECK(fwd.kernels->idle_share == Approx(5.0 / 11));
+  CHECK(fwd.kernels->kernels_per_step == Approx(200));  // divided by the 1 recorded step, not by 10
+  CHECK(fwd.kernels->kernels_per_microbatch == Approx(100));
+  REQUIRE(fwd.kernels->top_kernels.size() == 2);
+  CHECK(fwd.kernels->top_kernels[0].name == "gemm");
+  CHECK(fwd.kernels->top_kernels[0].ms_per_step == Approx(3.6));  // 2 x 60 x 30 us
+  CHECK(fwd.kernels->top_kernels[0].launches_per_step == Approx(120));
+
+  const auto& eval = phase("eval");  // ran on 2 of the 10 measured steps, none recorded
+  CHECK(eval.wall_ms.count == 10);
+  CHECK(eval.wall_ms.mean == Approx(0.8));
+  CHECK(eval.gpu_ms->mean == Approx(0.7));
+  CHECK(eval.baseline.wall_ms == Approx(1));
+  CHECK(eval.baseline.gpu_ms == Approx(0.875));
+  CHECK_FALSE(eval.kernels);
+
+  const auto& opt = phase("optimizer");
+  CHECK(opt.kernels->idle_share == Approx(0.8));
+  CHECK(opt.kernels->kernels_per_microbatch == 0);  // outside micro-batches
+}
+
+TEST_CASE("summarize_run: shares stay within [0, 1] and busy + idle = window, whatever mix of steps", "[stats][mixed]") {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<step_result> steps;
+    for (int i = 0; i < 30; ++i) {
+      step_result st;
+      st.step = i;
+      const double fwd = 1 + 20 * u(rng);
+      st.phases.push_back({phase_kind::forward, "forward", fwd, 1, true});
+      st.wall_ms = fwd + 5 * u(rng);
+      step_gpu_report g;
+      g.step = i;
+      g.kernels_measured = u(rng) < 0.2;
+      phase_gpu_facts f;
+      f.kind = phase_kind::forward;
+      f.name = "forward";
+      f.facts.span_ns = static_cast<std::int64_t>(fwd * (0.5 + u(rng)) * 1e6);
+      if (g.kernels_measured) {
+        f.facts.window_ns = f.facts.span_ns;
+        f.facts.busy_ns = static_cast<std::int64_t>(static_cast<double>(f.facts.window_ns) * u(rng));
+        f.facts.idle_ns = f.facts.window_ns - f.facts.busy_ns;
+        g.total = f.facts;
+      }
+      if (u(rng) < 0.8) g.phases.push_back(f);  // the phase's GPU entry is missing on some steps
+      g.total.span_ns = f.facts.span_ns;
+      st.gpu = g;
+      steps.push_back(st);
+    }
+    const auto s = summarize_run(steps, 3);
+    for (const auto& p : s.phases) {
+      CHECK(p.share >= 0);
+      CHECK(p.share <= 1);
+      if (!p.kernels) continue;
+      CHECK(p.kernels->busy_share >= 0);
+      CHECK(p.kernels->busy_share <= 1);
+      CHECK(p.kernels->busy_share + p.kernels->idle_share == Approx(p.kernels->window_ms.mean > 0 ? 1 : 0));
+      CHECK(p.kernels->busy_ms.mean + p.kernels->idle_ms.mean == Approx(p.kernels->window_ms.mean));
+    }
+  }
 }
 
 namespace {
@@ -175,34 +339,39 @@ step_result two_microbatch_step(int i, bool kernels_measured, const gpu_facts& f
 
 TEST_CASE("summarize_run: kernel columns average the recorded steps only", "[stats]") {
   // One step in four recorded by CUPTI (the overhead budget): per step 2 micro-batches x 100
-  // kernels of forward; unrecorded steps carry phase entries without kernel facts.
+  // kernels of forward; unrecorded steps carry phase entries with GPU time (events) only.
   std::vector<step_result> steps;
   for (int i = 0; i < 8; ++i) {
     gpu_facts forward, total;
     const bool recorded = i % 4 == 1;
+    forward.span_ns = 4'000'000;
+    total.span_ns = 9'000'000;
     if (recorded) {
       forward.kernel_count = 100;
       forward.kernel_ns = 3'000'000;
-      forward.span_ns = 4'000'000;
+      forward.window_ns = 4'000'000;
+      forward.busy_ns = 3'000'000;
+      forward.idle_ns = 1'000'000;
       total.kernel_ns = 6'000'000;
-      total.span_ns = 9'000'000;
     }
     steps.push_back(two_microbatch_step(i, recorded, forward, total));
   }
   const auto s = summarize_run(steps, 0);
-  REQUIRE(s.phases[0].kernel_ms);
-  CHECK(s.phases[0].kernel_ms->count == 2);                 // steps 1 and 5
-  CHECK(s.phases[0].kernel_ms->mean == Approx(6));          // 2 x 3 ms
-  CHECK(s.phases[0].kernels_per_step == Approx(200));
-  CHECK(s.phases[0].kernels_per_microbatch == Approx(100));  // not diluted by unrecorded steps
-  REQUIRE(s.step_kernel_ms);
-  CHECK(s.step_kernel_ms->count == 2);
-  REQUIRE(s.step_gpu_span_ms);
-  CHECK(s.step_gpu_span_ms->count == 2);                    // unrecorded steps have no span
-  CHECK(s.phases[0].gpu_span_ms->mean == Approx(8));
+  REQUIRE(s.phases[0].kernels);
+  CHECK(s.phases[0].kernels->steps == 2);                    // steps 1 and 5
+  CHECK(s.phases[0].kernels->kernel_ms.mean == Approx(6));   // 2 x 3 ms
+  CHECK(s.phases[0].kernels->kernels_per_step == Approx(200));
+  CHECK(s.phases[0].kernels->kernels_per_microbatch == Approx(100));  // not diluted by unrecorded steps
+  REQUIRE(s.step_kernels);
+  CHECK(s.step_kernels->steps == 2);
+  REQUIRE(s.step_gpu_ms);
+  CHECK(s.step_gpu_ms->count == 8);                          // events: every step
+  CHECK(s.phases[0].gpu_ms->count == 8);
+  CHECK(s.phases[0].gpu_ms->mean == Approx(8));
+  CHECK(s.baseline.steps == 4);                              // 0, 3, 4, 7: not recorded, not after one
 }
 
-TEST_CASE("summarize_run: CUDA-event reports give GPU spans, never kernel zeros", "[stats]") {
+TEST_CASE("summarize_run: CUDA-event reports give GPU time, never kernel zeros", "[stats]") {
   std::vector<step_result> steps;
   for (int i = 0; i < 3; ++i) {
     gpu_facts forward, total;
@@ -211,10 +380,14 @@ TEST_CASE("summarize_run: CUDA-event reports give GPU spans, never kernel zeros"
     steps.push_back(two_microbatch_step(i, /*kernels_measured=*/false, forward, total));  // events: spans only
   }
   const auto s = summarize_run(steps, 0);
-  CHECK_FALSE(s.step_kernel_ms);
-  CHECK_FALSE(s.phases[0].kernel_ms);
-  REQUIRE(s.step_gpu_span_ms);
-  CHECK(s.step_gpu_span_ms->mean == Approx(9));
-  REQUIRE(s.phases[0].gpu_span_ms);
-  CHECK(s.phases[0].gpu_span_ms->mean == Approx((4 + 6 + 8) / 3.0));  // two micro-batches per step
+  CHECK_FALSE(s.step_kernels);
+  CHECK_FALSE(s.phases[0].kernels);
+  CHECK(s.recording.recorded_steps == 0);
+  CHECK(s.baseline.untraced);
+  CHECK(s.baseline.steps == 3);
+  REQUIRE(s.step_gpu_ms);
+  CHECK(s.step_gpu_ms->mean == Approx(9));
+  REQUIRE(s.phases[0].gpu_ms);
+  CHECK(s.phases[0].gpu_ms->mean == Approx((4 + 6 + 8) / 3.0));  // two micro-batches per step
+  CHECK(s.phases[0].baseline.gpu_ms == Approx((4 + 6 + 8) / 3.0));
 }
