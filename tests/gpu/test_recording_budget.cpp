@@ -2,6 +2,7 @@
 // against the true cost the simulation knows (step durations in ns, 1 ms = 1e6).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -117,4 +118,63 @@ TEST_CASE("recording budget: a zero budget never records", "[budget]") {
   recording_budget b(0.0);
   CHECK(sim.run(b, 100).recorded.empty());
   CHECK(b.spent_share() == 0.0);
+}
+
+TEST_CASE("recording budget: the baseline is the median of the last window of untraced steps", "[budget]") {
+  SECTION("even window: the upper of the two middle steps") {
+    recording_budget b(0.01, /*warmup=*/0, /*baseline_steps=*/4);
+    CHECK(b.baseline_ns() == 0.0);  // nothing yet
+    for (std::int64_t d : {40, 10, 30}) b.step_done(d, false);
+    CHECK(b.baseline_ns() == 30.0);  // 10 30 40
+    b.step_done(20, false);
+    CHECK(b.baseline_ns() == 30.0);  // 10 20 30 40
+    b.step_done(5, false);           // 40 leaves the window
+    CHECK(b.baseline_ns() == 20.0);  // 5 10 20 30
+    b.step_done(7, false);
+    b.step_done(7, false);
+    CHECK(b.baseline_ns() == 7.0);  // 5 7 7 20
+  }
+  SECTION("odd window") {
+    recording_budget b(0.01, /*warmup=*/0, /*baseline_steps=*/5);
+    for (std::int64_t d : {5, 1, 4, 2, 3}) b.step_done(d, false);
+    CHECK(b.baseline_ns() == 3.0);
+    b.step_done(100, false);  // 1 4 2 3 100
+    CHECK(b.baseline_ns() == 3.0);
+    b.step_done(100, false);  // 4 2 3 100 100
+    CHECK(b.baseline_ns() == 4.0);
+  }
+  SECTION("warm-up, recorded steps and the step after a recording stay out of the baseline") {
+    recording_budget b(1.0, /*warmup=*/2, /*baseline_steps=*/3);
+    b.step_done(1000, false);  // warm-up
+    b.step_done(1000, false);
+    for (std::int64_t d : {10, 12, 11}) b.step_done(d, false);
+    CHECK(b.baseline_ns() == 11.0);
+    REQUIRE(b.should_record());
+    b.step_done(50, true);   // recorded
+    b.step_done(30, false);  // charged as the step after
+    CHECK(b.baseline_ns() == 11.0);
+    CHECK(b.cost_per_recording() == Approx((50 - 11 + 30 - 11) / 11.0));
+  }
+  SECTION("any window, any durations: what sorting gives") {
+    std::mt19937 rng(3);
+    for (std::size_t window = 3; window <= 12; ++window) {
+      recording_budget b(0.01, /*warmup=*/0, window);
+      std::vector<std::int64_t> all;
+      for (int s = 0; s < 40; ++s) {
+        const std::int64_t d = static_cast<std::int64_t>(rng() % 8);  // many ties
+        b.step_done(d, false);
+        all.push_back(d);
+        std::vector<std::int64_t> last(all.end() - static_cast<std::ptrdiff_t>(std::min(window, all.size())), all.end());
+        std::sort(last.begin(), last.end());
+        CAPTURE(window, s);
+        REQUIRE(b.baseline_ns() == static_cast<double>(last[last.size() / 2]));
+      }
+    }
+  }
+  SECTION("a window past the fixed ring is clamped to it") {
+    recording_budget b(0.01, /*warmup=*/0, /*baseline_steps=*/1000);
+    for (std::size_t s = 0; s < recording_budget::max_baseline_steps; ++s) b.step_done(1000, false);
+    for (std::size_t s = 0; s < recording_budget::max_baseline_steps / 2 + 1; ++s) b.step_done(1, false);
+    CHECK(b.baseline_ns() == 1.0);  // the oldest 1000s left the 64-step ring
+  }
 }

@@ -17,31 +17,37 @@
 //   at step end:    b.step_done(end_ns - begin_ns, rec);
 #pragma once
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <vector>
 
 #include "traceml/config.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
+/// Fixed-size state, no allocation: the baseline is a ring of at most `max_baseline_steps`.
 class recording_budget {
  public:
+  static constexpr std::size_t max_baseline_steps = 64;
+
   /// `budget`: the share of run time recordings may cost (0.01 = 1%). `warmup`: leading steps that
   /// are neither recorded nor counted. `baseline_steps`: how many recent untraced steps make the
-  /// baseline (at least 3 before the first recording).
+  /// baseline (at least 3 before the first recording; at most max_baseline_steps).
   explicit recording_budget(double budget, int warmup = 3, std::size_t baseline_steps = 5) noexcept
-      : budget_(budget), warmup_(warmup), window_(std::max<std::size_t>(baseline_steps, 3)) {}
+      : budget_(budget),
+        warmup_(warmup),
+        window_(std::min(std::max<std::size_t>(baseline_steps, 3), max_baseline_steps)) {}
 
-  /// At a step's begin: record this step?
+  /// At a step's begin: record this step? Cost: a few compares and a multiply.
   bool should_record() const noexcept {
-    if (budget_ <= 0 || seen_ < warmup_ || baseline_.size() < 3 || charging_next_) return false;
+    if (budget_ <= 0 || seen_ < warmup_ || baseline_size() < 3 || charging_next_) return false;
     if (clean_since_recording_ < 1 && recordings_ > 0) return false;  // a baseline step between recordings
     return spent_ns_ + expected_cost_ns() <= budget_ * static_cast<double>(total_ns_);
   }
 
-  /// At a step's end: its wall duration and whether it was recorded.
-  void step_done(std::int64_t duration_ns, bool recorded) {
+  /// At a step's end: its wall duration and whether it was recorded. Cost: a ring write, or, after
+  /// a recording, the baseline's median (window^2 compares: 25 at the default window).
+  void step_done(std::int64_t duration_ns, bool recorded) noexcept {
     if (duration_ns < 0) duration_ns = 0;
     if (seen_++ < warmup_) return;
     total_ns_ += duration_ns;
@@ -60,8 +66,8 @@ class recording_budget {
       return;
     }
     ++clean_since_recording_;
-    baseline_.push_back(duration_ns);
-    if (baseline_.size() > window_) baseline_.pop_front();
+    baseline_[next_ % window_] = duration_ns;  // the oldest makes room once the window is full
+    ++next_;
   }
 
   std::uint64_t recordings() const noexcept { return recordings_; }
@@ -74,13 +80,28 @@ class recording_budget {
     return recordings_ && b > 0 ? expected_cost_ns() / b : 0.0;
   }
   double budget() const noexcept { return budget_; }
+  /// The baseline step duration: the median of the last untraced steps (for an even count, the
+  /// upper of the two middle ones); 0 before the first.
+  double baseline_ns() const noexcept {
+    const std::size_t n = baseline_size();
+    return n ? static_cast<double>(upper_median(baseline_.data(), n)) : 0.0;
+  }
 
  private:
-  double baseline_ns() const {
-    if (baseline_.empty()) return 0;
-    std::vector<std::int64_t> v(baseline_.begin(), baseline_.end());
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return static_cast<double>(v[v.size() / 2]);
+  std::size_t baseline_size() const noexcept { return std::min<std::size_t>(next_, window_); }
+
+  /// The element of rank n/2 in sorted order, found by counting (n^2 compares, no copy: n is small).
+  static std::int64_t upper_median(const std::int64_t* v, std::size_t n) noexcept {
+    const std::size_t k = n / 2;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::size_t less = 0, equal = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        less += v[j] < v[i];
+        equal += v[j] == v[i];
+      }
+      if (less <= k && k < less + equal) return v[i];
+    }
+    return v[0];  // not reached: some element has rank k
   }
   double expected_cost_ns() const noexcept {
     return recordings_ ? (recorded_ns_ + after_ns_) / static_cast<double>(recordings_) : 0.0;
@@ -95,7 +116,8 @@ class recording_budget {
   std::uint64_t recordings_ = 0;
   bool charging_next_ = false;
   int clean_since_recording_ = 0;
-  std::deque<std::int64_t> baseline_;
+  std::array<std::int64_t, max_baseline_steps> baseline_{};  // a ring over the first window_ slots
+  std::uint64_t next_ = 0;                                    // untraced steps seen (next ring slot)
 };
 
 TRACEML_END_NAMESPACE
