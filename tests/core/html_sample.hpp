@@ -1,5 +1,6 @@
 // Hand-made runs for the HTML report's tests: an accumulation experiment (1x4, 2x2, 4x1) with GPU
-// facts and kernel names that need escaping, built from steps so the summaries are the real ones.
+// facts (GPU time on every step, kernel records on some) and kernel names that need escaping, built
+// from steps so the summaries are the real ones.
 #pragma once
 #include <traceml/traceml.hpp>
 
@@ -12,14 +13,17 @@ namespace traceml_test {
 inline constexpr const char* nasty_kernel = "void f<int>(a&b)";
 
 /// One schedule's run: `steps` steps, the first `warmup` of them three times slower (as a first
-/// step with its allocations and autotuning is). Deterministic: no random numbers.
+/// step with its allocations and autotuning is). GPU time between phase boundaries on every step
+/// (CUDA events); kernel records on every fourth step (1, 5, 9, ...), which run 10% slower, as the
+/// default recording budget makes them. Deterministic: no random numbers.
 inline traceml::run_result sample_schedule(int micro, int accum, int steps = 24, std::size_t warmup = 3,
                                            bool gpu = true) {
   using traceml::phase_kind;
   std::vector<traceml::step_result> out;
   const double fwd_per_micro = 6.0 + 4.0 * micro;  // bigger micro-batches cost more, but not linearly
   for (int i = 0; i < steps; ++i) {
-    const double slow = static_cast<std::size_t>(i) < warmup ? 3.0 : 1.0;
+    const bool recorded = gpu && i % 4 == 1;
+    const double slow = (static_cast<std::size_t>(i) < warmup ? 3.0 : 1.0) * (recorded ? 1.1 : 1.0);
     const double jitter = 0.03 * static_cast<double>((i * 7919) % 13) / 13.0;  // a few per cent, fixed
     traceml::step_result st;
     st.step = i;
@@ -36,9 +40,10 @@ inline traceml::run_result sample_schedule(int micro, int accum, int steps = 24,
     if (gpu) {
       traceml::step_gpu_report rep;
       rep.step = i;
-      rep.kernels_measured = true;
+      rep.kernels_measured = recorded;
       rep.peak_allocated_bytes = static_cast<std::int64_t>(micro) * (512LL << 20) + (3LL << 30);
       rep.peak_reserved_bytes = rep.peak_allocated_bytes + (256LL << 20);
+      // One (phase, micro-batch) entry: its GPU window is the phase's wall time, a fraction of it busy.
       const auto add = [&](phase_kind kind, const char* name, int mb, double wall_ms, double busy_frac,
                            std::uint64_t kernels, bool with_kernels = true) {
         traceml::phase_gpu_facts f;
@@ -46,22 +51,23 @@ inline traceml::run_result sample_schedule(int micro, int accum, int steps = 24,
         f.name = name;
         f.microbatch = mb;
         const auto wall_ns = static_cast<std::int64_t>(wall_ms * 1e6);
-        f.facts.busy_ns = static_cast<std::int64_t>(static_cast<double>(wall_ns) * busy_frac);
-        f.facts.kernel_ns = f.facts.busy_ns * 9 / 10;
-        f.facts.idle_ns = wall_ns - f.facts.busy_ns;
-        f.facts.kernel_count = kernels;
-        if (!with_kernels) {  // host-to-device copies only
-          f.facts.memcpy_ns = f.facts.busy_ns;
-          f.facts.kernel_ns = 0;
-          f.facts.memcpy_bytes = 4096ULL * 4 * static_cast<std::uint64_t>(micro);
-          rep.total += f.facts;
-          rep.phases.push_back(std::move(f));
-          return;
-        }
-        f.top_kernels.push_back({"ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", kernels / 2, f.facts.kernel_ns / 2});
-        f.top_kernels.push_back({nasty_kernel, kernels / 4, f.facts.kernel_ns / 5});
-        f.top_kernels.push_back({"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
+        f.facts.span_ns = wall_ns * 19 / 20;
+        if (recorded) {
+          f.facts.window_ns = wall_ns;
+          f.facts.busy_ns = static_cast<std::int64_t>(static_cast<double>(wall_ns) * busy_frac);
+          f.facts.idle_ns = f.facts.window_ns - f.facts.busy_ns;
+          f.facts.kernel_count = with_kernels ? kernels : 0;
+          if (with_kernels) {
+            f.facts.kernel_ns = f.facts.busy_ns * 9 / 10;
+            f.kernels.push_back({"ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", kernels / 2, f.facts.kernel_ns / 2});
+            f.kernels.push_back({nasty_kernel, kernels / 4, f.facts.kernel_ns / 5});
+            f.kernels.push_back({"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
                                  kernels / 4, f.facts.kernel_ns / 10});
+          } else {  // host-to-device copies only
+            f.facts.memcpy_ns = f.facts.busy_ns;
+            f.facts.memcpy_bytes = 4096ULL * 4 * static_cast<std::uint64_t>(micro);
+          }
+        }
         rep.total += f.facts;
         rep.phases.push_back(std::move(f));
       };
@@ -73,6 +79,11 @@ inline traceml::run_result sample_schedule(int micro, int accum, int steps = 24,
         add(phase_kind::backward, "backward", m, bwd / accum, busy + 0.05, 360);
       }
       add(phase_kind::optimizer, "optimizer", -1, opt, 0.6, 40);
+      // The step's window is the whole step: the phases' busy time, the rest idle.
+      if (recorded) {
+        rep.total.window_ns = static_cast<std::int64_t>(st.wall_ms * 1e6);
+        rep.total.idle_ns = rep.total.window_ns - rep.total.busy_ns;
+      }
       st.gpu = std::move(rep);
     }
     out.push_back(std::move(st));
@@ -82,7 +93,7 @@ inline traceml::run_result sample_schedule(int micro, int accum, int steps = 24,
   r.config = {{"schedule", r.name}, {"model", "Qwen3-1.7B (LoRA r=16)"}, {"dtype", "bf16"}, {"note", "a<b & c>d"}};
   r.steps = std::move(out);
   r.summary = traceml::summarize_run(r.steps, warmup, 4.0 * 512, 4.0);
-  if (gpu) r.summary.gpu_status = "cupti: kernels attributed to phases";
+  if (gpu) r.summary.gpu_status = "CUPTI kernel records on every fourth step, CUDA-event phase timing on every step";
   return r;
 }
 

@@ -5,11 +5,13 @@
 
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "html_sample.hpp"
+#include "mixed_run.hpp"
 #include "test_helpers.hpp"
 
 using namespace traceml;
@@ -358,11 +360,22 @@ TEST_CASE("several runs get a comparison table with the ratio to the fastest", "
     if (t.name == "td" && !t.closing && t.attrs.count("class") && t.attrs.at("class") == "num ratio")
       ratios.push_back(text_after(doc, t));
   CHECK(ratios == std::vector<std::string>{"2.00&times;", "1.40&times;", "1.00&times; (fastest)"});
+  CHECK(doc.find("<th class=\"num\">median / fastest</th>") != std::string::npos);
+  CHECK(doc.find("the ratio is of median step times") != std::string::npos);
   std::size_t fastest_rows = 0;
   for (const auto& t : table)
     if (t.name == "tr" && t.attrs.count("class") && t.attrs.at("class") == "fastest") ++fastest_rows;
   CHECK(fastest_rows == 1);
 
+  SECTION("the ratio is of medians, not means") {
+    // Medians 24 and 34 ms (ratio 1.42); means 26.1 and 36.7 ms (ratio 1.41).
+    const auto a = traceml_test::mixed_run(), b = traceml_test::mixed_run({"slow", 1.5, 1.0, 1.0});
+    REQUIRE(a.summary.step_ms.median == Approx(24));
+    REQUIRE(b.summary.step_ms.median == Approx(34));
+    const auto d = html_report({b, a});
+    CHECK(d.find(">1.42&times;<") != std::string::npos);
+    CHECK(d.find(">1.41&times;") == std::string::npos);
+  }
   SECTION("one run: no comparison") {
     const auto one = tokenize(html_report({runs[0]}));
     CHECK_FALSE(has_id(one, "comparison-table"));
@@ -410,11 +423,13 @@ TEST_CASE("GPU facts give the busy/idle chart and the top-kernel tables; no fact
     }
     CHECK(busy == 12);  // dataloader, forward, backward, optimizer x 3 runs; not the nested phase (no facts)
     CHECK(idle == 12);
-    // The second row is forward of 1x4: busy share as computed from the summary.
+    // The second row is forward of 1x4: busy share as the summary computed it, over 5 recorded
+    // steps (5, 9, 13, 17, 21) of the 21 measured.
     const auto& fwd = runs[0].summary.phases[1];
     REQUIRE(fwd.name == "forward");
-    const double share = fwd.busy_ms->mean / (fwd.busy_ms->mean + fwd.idle_ms->mean);
-    CHECK(doc.find(detail::html::pct(share) + " busy, 720 kernels/step") != std::string::npos);
+    REQUIRE(fwd.kernels);
+    CHECK(doc.find(detail::html::pct(fwd.kernels->busy_share) + " busy, 720 kernels/step (5 of 21 steps)") !=
+          std::string::npos);
     CHECK(count(doc, "<h4>Top kernels in forward</h4>") == 3);
     CHECK(count(doc, "<h4>Top kernels in dataloader</h4>") == 0);  // copies only
     CHECK(doc.find("<td>clip &lt;norm&gt; &amp; log</td><td class=\"num\">") == std::string::npos);  // no GPU row
@@ -430,10 +445,102 @@ TEST_CASE("GPU facts give the busy/idle chart and the top-kernel tables; no fact
   SECTION("CUDA-event timing (kernels not measured): zeros are not shown as facts") {
     auto run = traceml_test::sample_schedule(1, 4, 10, 2, true);
     for (auto& st : run.steps) st.gpu->kernels_measured = false;
+    run.summary = summarize_run(run.steps, 2);
     const auto doc = html_report({run});
     CHECK_FALSE(has_id(tokenize(doc), "gpu-busy-idle"));
     CHECK(doc.find("Top kernels") == std::string::npos);
+    // GPU time from the events is still shown, with the steps it rests on.
+    CHECK(doc.find("GPU time per step") != std::string::npos);
+    CHECK(doc.find("over 8 of 8 steps (CUDA events)") != std::string::npos);
   }
+}
+
+namespace {
+/// Every percentage printed in `doc` (signed ones, such as a recording cost, are not shares).
+std::vector<double> shares_in(const std::string& doc) {
+  std::vector<double> out;
+  static const std::regex pct_re("([+-]?)([0-9]+(\\.[0-9]+)?)%");
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), pct_re); it != std::sregex_iterator(); ++it) {
+    const auto& m = *it;
+    if (m[1].str() == "+") continue;
+    out.push_back((m[1].str() == "-" ? -1 : 1) * std::stod(m[2].str()));
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("a run mixing recorded and unrecorded steps: each GPU figure from its own sample set", "[html][gpu]") {
+  // mixed_run.hpp: 10 measured steps, GPU time (events) on all of them, kernel records on one.
+  const auto run = traceml_test::mixed_run();
+  const auto doc = html_report({run});
+  const auto tags = tokenize(doc);
+
+  SECTION("the summary card: GPU time over every step, busy share and kernels over the recorded one") {
+    CHECK(doc.find("<td>22.30 ms, mean over 10 of 10 steps (CUDA events)</td>") != std::string::npos);
+    CHECK(doc.find("<td>16.20 ms, mean over 1 recorded step of 10</td>") != std::string::npos);
+    // step busy 18.5 of a 31.5 ms window
+    CHECK(doc.find("<td>58.7% of the step's GPU window, over 1 recorded step of 10</td>") != std::string::npos);
+    CHECK(doc.find("<td>510, over 1 recorded step of 10</td>") != std::string::npos);
+    // 35 / 24 - 1
+    CHECK(doc.find("<td>+45.8% per recorded step (median recorded vs untraced step)</td>") != std::string::npos);
+  }
+  SECTION("the busy/idle bars split forward's GPU window: 6 + 5 = 11 ms on a 20 ms axis") {
+    const auto inner = children(tags, find_id(tags, "gpu-busy-idle"));
+    std::vector<const tag*> fwd;
+    for (const auto& t : inner)
+      if (t.name == "rect" && !t.closing && doc.find("forward: GPU", t.end) == doc.find("<title>", t.end) + 7)
+        fwd.push_back(&t);
+    REQUIRE(fwd.size() == 2);
+    const double scale = detail::html::bar_plot_width / 20.0;  // longest window: backward, 17 ms
+    CHECK(fwd[0]->attrs.at("class") == "busy");
+    CHECK(std::stod(fwd[0]->attrs.at("width")) == Approx(6 * scale).margin(0.006));
+    CHECK(fwd[1]->attrs.at("class") == "idle");
+    CHECK(std::stod(fwd[1]->attrs.at("width")) == Approx(5 * scale).margin(0.006));
+    CHECK(doc.find(">54.5% busy, 200 kernels/step (1 of 10 steps)<") != std::string::npos);
+    CHECK(doc.find("busy + idle = the GPU window. Kernel records are taken on recorded steps only: over 1 recorded "
+                   "step of 10.") != std::string::npos);
+  }
+  SECTION("the GPU table: per-step figures of the recorded step, the wall time of that same step") {
+    CHECK(doc.find("<caption>Mean per step over 1 recorded step of 10: ") != std::string::npos);
+    const std::string forward_row =
+        "<tr><td>forward</td><td class=\"num\">12.00</td><td class=\"num\">11.00</td><td class=\"num\">4.800</td>"
+        "<td class=\"num\">6.000</td><td class=\"num\">5.000</td><td class=\"num\">54.5%</td>"
+        "<td class=\"num\">200.0</td><td class=\"num\">100.0</td></tr>";
+    CHECK(doc.find(forward_row) != std::string::npos);
+    CHECK(doc.find("<tr><td>eval</td><td class=\"num\">") == std::string::npos);  // never ran on a recorded step
+    // Top kernels per step: forward's gemm, 2 x 60 launches of 30 us.
+    CHECK(doc.find("<tr><td class=\"kname\">gemm</td><td class=\"num\">120.0</td><td class=\"num\">3.600</td>"
+                   "<td class=\"num\">30.0</td></tr>") != std::string::npos);
+    CHECK(count(doc, "<caption>Per step over 1 recorded step of 10; merged over those steps, then the longest 10") == 3);
+  }
+  SECTION("the phase table: wall over the 10 measured steps, GPU time beside it") {
+    CHECK(doc.find("<caption>Wall time over the 10 measured steps") != std::string::npos);
+    CHECK(doc.find("gpu ms: mean GPU time between the phase's boundaries, over 10 of 10 steps (CUDA events)") !=
+          std::string::npos);
+    // forward: wall mean 8.6, GPU mean 7.4; eval (2 of 10 steps): wall mean 0.8, GPU mean 0.7
+    CHECK(doc.find("forward</td><td class=\"num\">8.000</td><td class=\"num\">8.600</td>") != std::string::npos);
+    CHECK(doc.find("<td class=\"num\">33.0%</td><td class=\"num\">7.400</td></tr>") != std::string::npos);
+    CHECK(doc.find("<td class=\"num\">3.1%</td><td class=\"num\">0.700</td></tr>") != std::string::npos);
+  }
+  SECTION("no share outside [0, 100] %") {
+    const auto shares = shares_in(doc);
+    CHECK(shares.size() > 10);
+    for (double v : shares) {
+      INFO(v);
+      CHECK(v >= 0);
+      CHECK(v <= 100);
+    }
+  }
+}
+
+TEST_CASE("the sample experiment shows no share outside [0, 100] %", "[html][gpu]") {
+  const auto doc = html_report(traceml_test::sample_experiment());
+  for (double v : shares_in(doc)) {
+    INFO(v);
+    CHECK(v >= 0);
+    CHECK(v <= 100);
+  }
+  CHECK(doc.find("over 5 recorded steps of 21") != std::string::npos);
 }
 
 TEST_CASE("the per-phase statistics table has every statistic of every phase", "[html]") {
