@@ -233,7 +233,7 @@ TEST_CASE("records without timestamps are counted as dropped - never attributed"
   CHECK(r.unattributed_kernels == 0);
 }
 
-TEST_CASE("facts: sums - union - idle inside the wall window - memcpy/memset - top kernels", "[attribution]") {
+TEST_CASE("facts: sums - union - idle inside the GPU window - memcpy/memset - every kernel", "[attribution]") {
   scenario s;
   s.span(phase_kind::step, "step", 0, -1, 0, 1000, 1, 999);
   s.span(phase_kind::forward, "forward", 0, 0, 0, 1000, 2, 998);
@@ -243,9 +243,7 @@ TEST_CASE("facts: sums - union - idle inside the wall window - memcpy/memset - t
   s.kernel("c", 900, 910);
   s.copy(gpu_activity::type::memcpy, 20, 60, 1000);
   s.copy(gpu_activity::type::memset, 60, 70, 64);
-  attribution_options opt;
-  opt.top_kernels = 2;
-  auto r = attribute(s.in, opt).reports.at(0);
+  auto r = attribute(s.in).reports.at(0);
   const auto& f = find_phase(r, "forward", 0)->facts;
   CHECK(f.kernel_count == 4);
   CHECK(f.kernel_ns == 100 + 100 + 300 + 10);
@@ -254,16 +252,21 @@ TEST_CASE("facts: sums - union - idle inside the wall window - memcpy/memset - t
   CHECK(f.memcpy_bytes == 1000);
   CHECK(f.memset_ns == 10);
   CHECK(f.memset_bytes == 64);
-  CHECK(f.idle_ns == 1000 - f.busy_ns);
-  const auto& top = find_phase(r, "forward", 0)->top_kernels;
-  REQUIRE(top.size() == 2);
-  CHECK(top[0].name == "b");
-  CHECK(top[0].total_ns == 300);
-  CHECK(top[1].name == "a");
-  CHECK(top[1].count == 2);
-  CHECK(top[1].mean_ns() == 100);
+  // Busy and idle are measured in the marker window [2, 998], not the CPU window [0, 1000].
+  CHECK(f.window_ns == 998 - 2);
+  CHECK(f.idle_ns == 996 - 510);
+  const auto& ks = find_phase(r, "forward", 0)->kernels;
+  REQUIRE(ks.size() == 3);
+  CHECK(ks[0].name == "b");
+  CHECK(ks[0].total_ns == 300);
+  CHECK(ks[1].name == "a");
+  CHECK(ks[1].count == 2);
+  CHECK(ks[1].mean_ns() == 100);
+  CHECK(ks[2].name == "c");
   CHECK(r.total.kernel_ns == f.kernel_ns);
-  CHECK(r.total.idle_ns == f.idle_ns);
+  CHECK(r.total.window_ns == 999 - 1);
+  CHECK(r.total.busy_ns == 510);
+  CHECK(r.total.idle_ns == 998 - 510);
 }
 
 TEST_CASE("nested phases: a kernel belongs to the innermost one only", "[attribution]") {
@@ -358,7 +361,388 @@ TEST_CASE("no step in the round: records wait - or are orphans at the end", "[at
   CHECK(out.orphans == 1);
 }
 
-TEST_CASE("union_length", "[attribution]") {
-  std::vector<std::pair<std::int64_t, std::int64_t>> iv = {{5, 10}, {0, 3}, {2, 4}, {9, 12}, {20, 20}};
-  CHECK(detail::union_length(iv) == 4 + 7);
+TEST_CASE("busy - idle - window: nested phases count as busy for the outer one - side-stream work is clipped",
+          "[attribution]") {
+  scenario s;
+  // Step 0 (markers): window [10, 990]. forward [20, 400] encloses attention [100, 200]; backward [410, 900].
+  s.span(phase_kind::step, "step", 0, -1, 0, 1000, 10, 990);
+  s.span(phase_kind::forward, "forward", 0, 0, 0, 500, 20, 400);
+  s.span(phase_kind::user, "attention", 0, 0, 100, 300, 100, 200, main_stream, /*nesting=*/1);
+  s.span(phase_kind::backward, "backward", 0, 0, 500, 900, 410, 900);
+  s.kernel("embed", 30, 80);           // forward, stream order
+  s.kernel("flash", 110, 190);         // attention, stream order
+  s.kernel("side_fwd", 350, 450, 33);  // forward by GPU time; runs 50 ns past forward's end marker
+  s.kernel("grad", 420, 600);          // backward
+  s.copy(gpu_activity::type::memcpy, 600, 640, 8);  // backward, touches grad: union [420, 640]
+  s.kernel("side_bwd", 850, 1000, 33); // backward by GPU time; past backward's and the step's end
+  // Step 1 (no markers): CPU windows. Its kernels run on a stream without markers.
+  s.span(phase_kind::step, "step", 1, -1, 1000, 2000);
+  s.span(phase_kind::forward, "forward", 1, 0, 1100, 1500);
+  s.kernel("k", 1200, 1300, 50);       // forward, CPU time
+  s.kernel("late", 1600, 2100, 50);    // after forward ended: forward, clipped to nothing there
+  s.in.final_round = true;
+  auto out = attribute(s.in);
+  REQUIRE(out.reports.size() == 2);
+  const auto& r0 = out.reports[0];
+  const auto& attn = find_phase(r0, "attention", 0)->facts;
+  CHECK(attn.window_ns == 100);
+  CHECK(attn.busy_ns == 80);
+  CHECK(attn.idle_ns == 20);
+  const auto& fwd = find_phase(r0, "forward", 0)->facts;
+  CHECK(fwd.window_ns == 380);
+  CHECK(fwd.busy_ns == 50 + 80 + 50);  // own [30, 80], attention's [110, 190], side_fwd up to 400
+  CHECK(fwd.idle_ns == 380 - 180);
+  CHECK(fwd.kernel_count == 2);        // sums stay with the innermost phase
+  CHECK(fwd.kernel_ns == 50 + 100);
+  CHECK(fwd.span_ns == 380);
+  const auto& bwd = find_phase(r0, "backward", 0)->facts;
+  CHECK(bwd.window_ns == 490);
+  CHECK(bwd.busy_ns == 220 + 50);      // [420, 640] and side_bwd up to 900
+  CHECK(bwd.idle_ns == 220);
+  CHECK(bwd.kernel_ns == 180 + 150);   // durations are not clipped
+  CHECK(r0.total.window_ns == 980);
+  CHECK(r0.total.busy_ns == 50 + 80 + (640 - 350) + (990 - 850));
+  CHECK(r0.total.idle_ns == 980 - 560);
+
+  const auto& r1 = out.reports[1];
+  const auto& f1 = find_phase(r1, "forward", 0)->facts;
+  CHECK(f1.kernel_count == 2);
+  CHECK(f1.window_ns == 400);
+  CHECK(f1.busy_ns == 100);
+  CHECK(f1.idle_ns == 300);
+  CHECK(f1.span_ns == -1);
+  CHECK(r1.total.window_ns == 1000);
+  CHECK(r1.total.busy_ns == 100 + 400);
+  CHECK(r1.total.idle_ns == 500);
+  CHECK(r1.total.span_ns == -1);
+  CHECK(out.method[2] == attribution_method::gpu_time);
+  CHECK(out.method[6] == attribution_method::cpu_time);
+  CHECK(out.method[7] == attribution_method::cpu_time);
+}
+
+TEST_CASE("a phase keeps every kernel name - names with equal text from two pointers merge", "[attribution]") {
+  scenario s;
+  s.span(phase_kind::step, "step", 0, -1, 0, 10000, 1, 9999);
+  s.span(phase_kind::forward, "forward", 0, 0, 0, 10000, 2, 9998);
+  static const std::vector<std::string> names = {"k00", "k01", "k02", "k03", "k04", "k05",
+                                                 "k06", "k07", "k08", "k09", "k10", "k11"};
+  for (std::size_t i = 0; i < names.size(); ++i)  // k00 runs 10 ns, k11 runs 120 ns
+    s.kernel(names[i].c_str(), 100 + 200 * static_cast<std::int64_t>(i), 110 + 210 * static_cast<std::int64_t>(i));
+  static const std::string same_text = "k00";  // another pointer, same name
+  s.kernel(same_text.c_str(), 5000, 5005);
+  auto r = attribute(s.in).reports.at(0);
+  const auto& ks = find_phase(r, "forward", 0)->kernels;
+  REQUIRE(ks.size() == 12);
+  CHECK(ks.front().name == "k11");
+  CHECK(ks.front().total_ns == 10 + 10 * 11);
+  CHECK(ks.back().name == "k00");
+  CHECK(ks.back().count == 2);
+  CHECK(ks.back().total_ns == 10 + 5);
+}
+
+namespace {
+
+/// Random rounds for the invariant and reference tests. Times are multiples of 10 half of the time,
+/// so that equal begins, equal ends and records exactly on a boundary are common.
+struct random_round {
+  std::mt19937 rng;
+  attribution_input in;
+  std::uint64_t next_seq = 1;
+
+  explicit random_round(unsigned seed) : rng(seed) {}
+  std::int64_t uni(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); }
+  bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
+
+  void markers(marked_span& ms, std::uint32_t device, std::uint32_t stream, std::int64_t gb, std::int64_t ge) {
+    ms.begin_marker = next_seq++;
+    ms.end_marker = next_seq++;
+    in.markers.push_back(marker_time{ms.begin_marker, device, stream, gb - 2, gb});
+    in.markers.push_back(marker_time{ms.end_marker, device, chance(0.05) ? stream + 1 : stream, ge, ge + 2});
+  }
+  marked_span& span(phase_kind k, const char* name, std::int32_t step, std::int32_t micro, std::int64_t b,
+                    std::int64_t e, std::uint8_t nesting, std::uint32_t thread) {
+    marked_span ms;
+    ms.span = span_record{b, e, name, step, micro, thread, k, nesting};
+    in.spans.push_back(ms);
+    return in.spans.back();
+  }
+  void records(std::size_t n, std::int64_t lo, std::int64_t hi, const std::vector<std::uint32_t>& streams) {
+    static const char* const names[] = {"gemm", "relu", "softmax", "adam"};
+    for (std::size_t i = 0; i < n; ++i) {
+      gpu_record r;
+      r.what = chance(0.8) ? gpu_activity::type::kernel : gpu_activity::type::memcpy;
+      r.begin_ns = uni(lo, hi);
+      if (chance(0.5)) r.begin_ns -= r.begin_ns % 10;
+      r.end_ns = r.begin_ns + uni(1, 400);
+      r.device = chance(0.9) ? 0 : static_cast<std::uint32_t>(uni(1, 2));
+      r.stream = streams[static_cast<std::size_t>(uni(0, static_cast<std::int64_t>(streams.size()) - 1))];
+      r.bytes = 64;
+      r.name = names[uni(0, 3)];
+      if (chance(0.02)) r.begin_ns = r.end_ns = 0;
+      in.records.push_back(r);
+    }
+  }
+};
+
+/// A training-like round: steps with and without markers, forward/backward/optimizer on the main
+/// stream with layers and attention nested inside (GPU lagging the CPU by a per-step amount), a
+/// data loader on its own thread and stream, and work on an unmarked side stream.
+attribution_input training_round(unsigned seed) {
+  random_round g(seed);
+  const int steps = 4;
+  for (int k = 0; k < steps; ++k) {
+    const std::int64_t base = 10000 * k, lag = g.uni(0, 3000);
+    const bool marked = g.chance(0.7);
+    auto maybe_markers = [&](marked_span& ms, std::uint32_t stream, std::int64_t shift) {
+      if (marked && g.chance(0.9)) g.markers(ms, 0, stream, ms.span.begin_ns + shift, ms.span.end_ns + shift);
+    };
+    maybe_markers(g.span(phase_kind::step, "step", k, -1, base, base + 9000, 0, 0), main_stream, lag);
+    maybe_markers(g.span(phase_kind::dataloader, "dataloader", k, -1, base + 50, base + 3000, 0, 1), 20, g.uni(0, 500));
+    const std::int64_t cuts[] = {base + 100, base + 4000, base + 8000, base + 8900};
+    const phase_kind kinds[] = {phase_kind::forward, phase_kind::backward, phase_kind::optimizer};
+    const char* const kind_names[] = {"forward", "backward", "optimizer"};
+    for (int p = 0; p < 3; ++p) {
+      maybe_markers(g.span(kinds[p], kind_names[p], k, 0, cuts[p], cuts[p + 1], 0, 0), main_stream, lag);
+      for (std::int64_t layer = cuts[p]; layer + 900 <= cuts[p + 1]; layer += 1000) {
+        maybe_markers(g.span(phase_kind::user, "layer", k, 0, layer, layer + 900, 1, 0), main_stream, lag);
+        maybe_markers(g.span(phase_kind::user, "attention", k, 0, layer + 100, layer + 500, 2, 0), main_stream, lag);
+      }
+    }
+  }
+  g.records(1500, -500, 10000 * steps + 3000, {main_stream, 20, 33});
+  g.in.final_round = g.chance(0.5);
+  return g.in;
+}
+
+/// Many windows placed at random: partial overlaps on one stream, several streams and devices,
+/// equal begins and nesting depths, mismatched or inverted markers, micro-batch spans.
+attribution_input scattered_round(unsigned seed) {
+  random_round g(seed);
+  const int steps = 6;
+  static const char* const names[] = {"forward", "backward", "optimizer", "attn", "mlp"};
+  for (int k = 0; k < steps; ++k) {
+    const std::int64_t base = 1000 * k;
+    auto& st = g.span(phase_kind::step, "step", k, -1, base, base + 900 + g.uni(0, 200), 0, 0);
+    if (g.chance(0.7)) g.markers(st, 0, main_stream, base + 10 * g.uni(0, 5), base + 950 + 10 * g.uni(0, 10));
+    if (g.chance(0.3)) g.span(phase_kind::microbatch, "microbatch", k, 0, base, base + 400, 0, 0);
+    for (int p = 0; p < 40; ++p) {
+      const std::int64_t b = base + 10 * g.uni(0, 88), e = b + 10 * g.uni(0, 25);
+      const phase_kind kind = g.chance(0.25) ? phase_kind::user : phase_kind::forward;
+      auto& ph = g.span(kind, names[g.uni(0, 4)], k, static_cast<std::int32_t>(g.uni(-1, 2)), b, e,
+                        static_cast<std::uint8_t>(g.uni(0, 3)), static_cast<std::uint32_t>(g.uni(0, 2)));
+      if (g.chance(0.8)) {
+        const std::int64_t gb = base + 10 * g.uni(0, 95), ge = g.chance(0.05) ? gb - 5 : gb + 10 * g.uni(0, 30);
+        g.markers(ph, g.chance(0.9) ? 0 : 1, static_cast<std::uint32_t>(g.uni(7, 9)), gb, ge);
+      }
+    }
+  }
+  std::shuffle(g.in.spans.begin(), g.in.spans.end(), g.rng);
+  g.records(3000, -300, 1000 * steps + 500, {7, 8, 9, 33});
+  g.in.final_round = g.chance(0.5);
+  return g.in;
+}
+
+void check_window_facts(const gpu_facts& f) {
+  CHECK(f.window_ns >= 0);
+  CHECK(f.busy_ns >= 0);
+  CHECK(f.busy_ns <= f.window_ns);
+  CHECK(f.busy_ns + f.idle_ns == f.window_ns);
+}
+
+}  // namespace
+
+TEST_CASE("invariants on random rounds: 0 <= busy <= window - busy + idle == window - every record once",
+          "[attribution]") {
+  const unsigned seed = GENERATE(range(1u, 9u));
+  const bool scattered = GENERATE(false, true);
+  const attribution_input in = scattered ? scattered_round(seed) : training_round(seed);
+  const auto out = attribute(in);
+  auto valid_kernel = [](const gpu_record& r) {
+    return r.what == gpu_activity::type::kernel && !(r.begin_ns == 0 && r.end_ns == 0);
+  };
+  const auto kernels_in = static_cast<std::uint64_t>(std::count_if(in.records.begin(), in.records.end(), valid_kernel));
+  const auto kernels_left = static_cast<std::uint64_t>(std::count_if(out.leftover.begin(), out.leftover.end(), valid_kernel));
+  std::uint64_t placed = 0;  // in a phase, or unattributed (in a step outside its phases, or an orphan)
+  for (std::size_t i = 0; i < out.reports.size(); ++i) {
+    const auto& rep = out.reports[i];
+    check_window_facts(rep.total);
+    std::uint64_t in_phases = 0;
+    for (const auto& p : rep.phases) {
+      check_window_facts(p.facts);
+      in_phases += p.facts.kernel_count;
+      std::uint64_t listed = 0;
+      for (const auto& k : p.kernels) listed += k.count;
+      CHECK(listed == p.facts.kernel_count);
+    }
+    // The first report also carries the round's orphans as unattributed.
+    if (i == 0) CHECK(in_phases + rep.unattributed_kernels >= rep.total.kernel_count);
+    else CHECK(in_phases + rep.unattributed_kernels == rep.total.kernel_count);
+    placed += in_phases + rep.unattributed_kernels;
+  }
+  CHECK(placed + kernels_left == kernels_in);
+  const auto methods = static_cast<std::size_t>(std::count_if(
+      out.method.begin(), out.method.end(), [](attribution_method m) { return m != attribution_method::none; }));
+  CHECK(methods + out.leftover.size() + out.orphans + out.invalid == in.records.size());
+}
+
+namespace {
+
+/// The rules of attribution.hpp as a plain scan over all spans per record: slow, and obviously so.
+/// Result per record: fate, method and the spans (indices into in.spans) of its step and phase.
+struct reference_result {
+  detail::record_fate fate = detail::record_fate::orphan;
+  attribution_method method = attribution_method::none;
+  long step_span = -1, phase_span = -1;
+  bool operator==(const reference_result& o) const {
+    return fate == o.fate && method == o.method && step_span == o.step_span && phase_span == o.phase_span;
+  }
+};
+
+struct reference_engine {
+  const attribution_input& in;
+  std::vector<long> steps;  // step spans by step number
+  explicit reference_engine(const attribution_input& i) : in(i) {
+    for (std::size_t s = 0; s < in.spans.size(); ++s)
+      if (in.spans[s].span.kind == phase_kind::step) steps.push_back(static_cast<long>(s));
+    std::stable_sort(steps.begin(), steps.end(), [&](long a, long b) { return sp(a).step < sp(b).step; });
+  }
+  const span_record& sp(long s) const { return in.spans[static_cast<std::size_t>(s)].span; }
+  const marker_time* marker(std::uint64_t seq) const {
+    for (const auto& m : in.markers)
+      if (seq != 0 && m.seq == seq) return &m;
+    return nullptr;
+  }
+  /// GPU window of a span: {device, stream, begin, end}, or found = false.
+  bool gpu(long s, std::uint32_t& dev, std::uint32_t& st, std::int64_t& b, std::int64_t& e) const {
+    const auto* mb = marker(in.spans[static_cast<std::size_t>(s)].begin_marker);
+    const auto* me = marker(in.spans[static_cast<std::size_t>(s)].end_marker);
+    if (!mb || !me || mb->device != me->device || mb->stream != me->stream || me->begin_ns < mb->end_ns) return false;
+    dev = mb->device, st = mb->stream, b = mb->end_ns, e = me->begin_ns;
+    return true;
+  }
+  int depth(long s) const { return sp(s).kind == phase_kind::step ? -1 : sp(s).nesting; }
+  bool inner(long cand, long cur) const {
+    if (cur < 0) return true;
+    if (depth(cand) != depth(cur)) return depth(cand) > depth(cur);
+    return sp(cand).begin_ns > sp(cur).begin_ns;  // ties: the first in input order stays
+  }
+  /// Spans with a GPU window containing t on (dev, one stream or any): the innermost phase, the last step.
+  bool pick(const gpu_record& r, bool own_stream_only, reference_result& a) const {
+    for (long s = 0; s < static_cast<long>(in.spans.size()); ++s) {
+      std::uint32_t dev, st;
+      std::int64_t b, e;
+      if (sp(s).kind == phase_kind::microbatch || !gpu(s, dev, st, b, e)) continue;
+      if (dev != r.device || (own_stream_only && st != r.stream) || r.begin_ns < b || r.begin_ns > e) continue;
+      if (sp(s).kind == phase_kind::step) a.step_span = s;
+      else if (inner(s, a.phase_span)) a.phase_span = s;
+    }
+    return a.step_span >= 0 || a.phase_span >= 0;
+  }
+  bool stream_marked(const gpu_record& r, bool steps_only, std::int64_t& last_step_end) const {
+    bool any = false;
+    for (long s = 0; s < static_cast<long>(in.spans.size()); ++s) {
+      std::uint32_t dev, st;
+      std::int64_t b, e;
+      if (sp(s).kind == phase_kind::microbatch || !gpu(s, dev, st, b, e) || dev != r.device || st != r.stream) continue;
+      if (steps_only && sp(s).kind != phase_kind::step) continue;
+      last_step_end = any ? std::max(last_step_end, e) : e;
+      any = true;
+    }
+    return any;
+  }
+  void by_cpu_time(const gpu_record& r, reference_result& a) const {
+    const std::int64_t t = r.begin_ns;
+    if (t > sp(steps.back()).end_ns && !in.final_round) {
+      a.fate = detail::record_fate::leftover;
+      return;
+    }
+    for (long s : steps)
+      if (sp(s).begin_ns <= t) a.step_span = s;
+    if (a.step_span < 0) {
+      a.fate = detail::record_fate::orphan;
+      return;
+    }
+    long before = -1;
+    for (long s = 0; s < static_cast<long>(in.spans.size()); ++s) {
+      const auto& p = sp(s);
+      if (p.kind == phase_kind::step || p.kind == phase_kind::microbatch || p.step != sp(a.step_span).step) continue;
+      if (t >= p.begin_ns && t <= p.end_ns) {
+        if (inner(s, a.phase_span)) a.phase_span = s;
+      } else if (p.end_ns < t && (before < 0 || p.end_ns > sp(before).end_ns ||
+                                  (p.end_ns == sp(before).end_ns && depth(s) > depth(before)))) {
+        before = s;
+      }
+    }
+    if (a.phase_span < 0) a.phase_span = before;
+    a.fate = detail::record_fate::assigned;
+    a.method = attribution_method::cpu_time;
+  }
+  reference_result assign(const gpu_record& r) const {
+    reference_result a;
+    if (r.begin_ns == 0 && r.end_ns == 0) {
+      a.fate = detail::record_fate::invalid;
+      return a;
+    }
+    std::int64_t last = 0;
+    if (stream_marked(r, false, last) && pick(r, true, a)) {
+      a.method = attribution_method::stream_order;
+    } else if (stream_marked(r, true, last)) {  // between its stream's windows
+      a.fate = r.begin_ns > last && !in.final_round ? detail::record_fate::leftover : detail::record_fate::orphan;
+      return a;
+    } else if (pick(r, false, a)) {
+      a.method = attribution_method::gpu_time;
+    } else {
+      by_cpu_time(r, a);
+      if (a.fate != detail::record_fate::assigned) return reference_result{a.fate, attribution_method::none, -1, -1};
+    }
+    a.fate = detail::record_fate::assigned;
+    if (a.phase_span >= 0) {
+      for (long s : steps)
+        if (sp(s).step == sp(a.phase_span).step) {
+          a.step_span = s;
+          break;
+        }
+    }
+    if (a.step_span < 0) return reference_result{detail::record_fate::orphan, attribution_method::none, -1, -1};
+    return a;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the window index assigns exactly as a scan over every span", "[attribution]") {
+  const unsigned seed = GENERATE(range(11u, 19u));
+  const bool scattered = GENERATE(false, true);
+  const attribution_input in = scattered ? scattered_round(seed) : training_round(seed);
+  const auto windows = detail::build_windows(in.spans, in.markers);
+  const auto index = detail::index_windows(windows);
+  const auto got = detail::assign_records(in.records, windows, index, in.final_round);
+  const reference_engine ref(in);
+  REQUIRE(!ref.steps.empty());
+  std::size_t mismatches = 0, by_method[4] = {0, 0, 0, 0};
+  for (std::size_t r = 0; r < in.records.size(); ++r) {
+    reference_result g;
+    g.fate = got[r].fate;
+    g.method = got[r].method;
+    if (g.fate == detail::record_fate::assigned) {
+      g.step_span = static_cast<long>(windows[static_cast<std::size_t>(got[r].step_window)].span);
+      if (got[r].phase_window >= 0) g.phase_span = static_cast<long>(windows[static_cast<std::size_t>(got[r].phase_window)].span);
+    }
+    const reference_result want = ref.assign(in.records[r]);
+    if (!(g == want)) {
+      if (++mismatches <= 3) {
+        INFO("record " << r << " at " << in.records[r].begin_ns << " stream " << in.records[r].stream);
+        CHECK(static_cast<int>(g.fate) == static_cast<int>(want.fate));
+        CHECK(static_cast<int>(g.method) == static_cast<int>(want.method));
+        CHECK(g.step_span == want.step_span);
+        CHECK(g.phase_span == want.phase_span);
+      }
+    }
+    ++by_method[static_cast<int>(want.method)];
+  }
+  CHECK(mismatches == 0);
+  // The inputs exercise every rule, so that agreement means something.
+  CHECK(by_method[static_cast<int>(attribution_method::stream_order)] > 0);
+  CHECK(by_method[static_cast<int>(attribution_method::gpu_time)] > 0);
+  CHECK(by_method[static_cast<int>(attribution_method::cpu_time)] > 0);
 }

@@ -1,0 +1,228 @@
+// traceml: stages 4 and 5 of attribution (attribution.hpp) -- assigned records become per-step and
+// per-phase gpu_facts (gpu_facts.hpp).
+//
+// Two kinds of sums, on purpose:
+//   * kernel, memcpy and memset time, counts and bytes go to the innermost phase only (a kernel is
+//     counted once), and to the step total;
+//   * busy time is measured per window: the union of the window's own records *and those of the
+//     phases nested in it* (the GPU was not idle for the outer phase either), clipped to the window
+//     busy and idle are measured in (window::measured). idle = window - busy, so busy + idle ==
+//     window and 0 <= busy <= window, per occurrence and therefore summed over occurrences.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "traceml/config.hpp"
+#include "traceml/detail/intervals.hpp"
+#include "traceml/gpu/activity.hpp"
+#include "traceml/gpu/attribution_assign.hpp"
+#include "traceml/gpu/attribution_io.hpp"
+#include "traceml/gpu/attribution_windows.hpp"
+#include "traceml/gpu/gpu_facts.hpp"
+#include "traceml/phase_key.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+namespace detail {
+
+/// One (kind, name, micro-batch) entry of a step while records are added.
+struct phase_entry_acc {
+  phase_gpu_facts facts;
+  std::unordered_map<const char*, std::size_t> kernel_index;  // by interned name; merged by text at the end
+  std::vector<kernel_stat> kernels;
+  bool span_known = true;
+};
+
+struct step_acc {
+  step_gpu_report report;
+  interval window;               // the step's measured window
+  std::vector<interval> busy;    // every record of the step
+  std::vector<phase_entry_acc> phases;
+  std::unordered_map<phase_key, std::size_t, phase_key_hash> phase_index;
+};
+
+/// Stage 4's state: the reports being filled and, per phase window, what its busy time rests on.
+struct round_acc {
+  std::vector<step_acc> steps;                              // in step order
+  std::unordered_map<std::int32_t, std::size_t> step_slot;  // step number -> steps
+  std::vector<std::int32_t> entry;          // per window: its entry in its step's phases, -1: none
+  std::vector<std::int32_t> parent;         // per window: the phase window directly enclosing it, -1: none
+  std::vector<std::vector<interval>> busy;  // per phase window: its own and its nested phases' records
+};
+
+/// The phase directly enclosing each phase window: same step and thread, smaller nesting, a CPU
+/// window that contains it (scopes of one thread nest). -1 for top-level phases and steps.
+inline std::vector<std::int32_t> enclosing_phases(const std::vector<window>& ws, const window_index& ix) {
+  std::vector<std::int32_t> parent(ws.size(), -1);
+  for (const auto& step : ix.phases_by_step) {
+    std::vector<std::size_t> order = step.second;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return std::make_tuple(ws[a].thread, ws[a].cpu_begin, ws[a].depth) <
+             std::make_tuple(ws[b].thread, ws[b].cpu_begin, ws[b].depth);
+    });
+    std::vector<std::size_t> open;  // windows of one thread containing the current one, outermost first
+    for (auto w : order) {
+      if (!open.empty() && ws[open.back()].thread != ws[w].thread) open.clear();
+      while (!open.empty() && ws[open.back()].cpu_end < ws[w].cpu_end) open.pop_back();
+      for (auto it = open.rbegin(); it != open.rend(); ++it) {
+        if (ws[*it].depth < ws[w].depth) {
+          parent[w] = static_cast<std::int32_t>(*it);
+          break;
+        }
+      }
+      open.push_back(w);
+    }
+  }
+  return parent;
+}
+
+/// Stage 4a: one report per step window, in step order, with what the input says about the step.
+inline round_acc open_steps(const attribution_input& in, const std::vector<window>& ws, const window_index& ix) {
+  round_acc acc;
+  acc.steps.resize(ix.steps.size());
+  for (std::size_t k = 0; k < ix.steps.size(); ++k) {
+    const window& w = ws[ix.steps[k]];
+    step_acc& s = acc.steps[k];
+    s.window = w.measured();
+    s.report.step = w.step;
+    s.report.kernels_measured = true;
+    s.report.total.window_ns = s.window.second - s.window.first;
+    s.report.total.span_ns = w.has_gpu ? w.gpu_end - w.gpu_begin : -1;
+    const auto d = in.dropped.find(w.step);
+    if (d != in.dropped.end()) s.report.dropped_records = d->second;
+    const auto m = in.memory.find(w.step);
+    if (m != in.memory.end()) {
+      s.report.peak_allocated_bytes = m->second.first;
+      s.report.peak_reserved_bytes = m->second.second;
+    }
+    acc.step_slot[w.step] = k;
+  }
+  acc.entry.assign(ws.size(), -1);
+  acc.parent = enclosing_phases(ws, ix);
+  acc.busy.resize(ws.size());
+  return acc;
+}
+
+/// Stage 4b: one entry per (kind, name, micro-batch) of each step, in order of first CPU begin;
+/// each occurrence adds its measured window and its marker span (unknown if one lacks markers).
+inline void open_phase_entries(const attribution_input& in, const std::vector<window>& ws, round_acc& acc) {
+  std::vector<std::size_t> phases;
+  for (std::size_t w = 0; w < ws.size(); ++w)
+    if (!ws[w].is_step && acc.step_slot.count(ws[w].step)) phases.push_back(w);
+  std::stable_sort(phases.begin(), phases.end(),
+                   [&](std::size_t a, std::size_t b) { return ws[a].cpu_begin < ws[b].cpu_begin; });
+  for (auto w : phases) {
+    const span_record& sp = in.spans[ws[w].span].span;
+    step_acc& s = acc.steps[acc.step_slot[sp.step]];
+    auto it = s.phase_index.emplace(phase_key{sp.kind, sp.name, sp.microbatch}, s.phases.size()).first;
+    if (it->second == s.phases.size()) {
+      s.phases.emplace_back();
+      phase_gpu_facts& pf = s.phases.back().facts;
+      pf.kind = sp.kind;
+      pf.name = sp.name;
+      pf.microbatch = sp.microbatch;
+      pf.facts.window_ns = 0;
+      pf.facts.span_ns = 0;
+    }
+    phase_entry_acc& pa = s.phases[it->second];
+    const interval m = ws[w].measured();
+    pa.facts.facts.window_ns += m.second - m.first;
+    if (ws[w].has_gpu) pa.facts.facts.span_ns += ws[w].gpu_end - ws[w].gpu_begin;
+    else pa.span_known = false;
+    acc.entry[w] = static_cast<std::int32_t>(it->second);
+  }
+}
+
+inline void add_to(gpu_facts& f, const gpu_record& rec) {
+  const std::int64_t d = rec.end_ns - rec.begin_ns;
+  switch (rec.what) {
+    case gpu_activity::type::kernel: f.kernel_ns += d; ++f.kernel_count; break;
+    case gpu_activity::type::memcpy: f.memcpy_ns += d; f.memcpy_bytes += rec.bytes; break;
+    case gpu_activity::type::memset: f.memset_ns += d; f.memset_bytes += rec.bytes; break;
+  }
+}
+
+inline void add_kernel(phase_entry_acc& pa, const gpu_record& rec) {
+  auto k = pa.kernel_index.find(rec.name);
+  if (k == pa.kernel_index.end()) {
+    k = pa.kernel_index.emplace(rec.name, pa.kernels.size()).first;
+    pa.kernels.push_back(kernel_stat{rec.name ? rec.name : "", 0, 0});
+  }
+  ++pa.kernels[k->second].count;
+  pa.kernels[k->second].total_ns += rec.end_ns - rec.begin_ns;
+}
+
+/// Stage 4c: one assigned record into its step, its innermost phase (sums, kernel list) and the
+/// busy time of that phase and every phase enclosing it.
+inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& a, const std::vector<window>& ws,
+                       const std::vector<marked_span>& spans, bool keep_activities) {
+  step_acc& s = acc.steps[acc.step_slot.at(ws[static_cast<std::size_t>(a.step_window)].step)];
+  add_to(s.report.total, rec);
+  s.busy.emplace_back(rec.begin_ns, rec.end_ns);
+  const std::int32_t entry = a.phase_window >= 0 ? acc.entry[static_cast<std::size_t>(a.phase_window)] : -1;
+  if (entry >= 0) {
+    phase_entry_acc& pa = s.phases[static_cast<std::size_t>(entry)];
+    add_to(pa.facts.facts, rec);
+    if (rec.what == gpu_activity::type::kernel) add_kernel(pa, rec);
+    for (std::int32_t w = a.phase_window; w >= 0; w = acc.parent[static_cast<std::size_t>(w)])
+      acc.busy[static_cast<std::size_t>(w)].emplace_back(rec.begin_ns, rec.end_ns);
+  } else if (rec.what == gpu_activity::type::kernel) {
+    ++s.report.unattributed_kernels;
+  }
+  if (!keep_activities) return;
+  gpu_activity act;
+  act.what = rec.what;
+  act.name = rec.name;
+  act.begin_ns = rec.begin_ns;
+  act.end_ns = rec.end_ns;
+  act.device = rec.device;
+  act.stream = rec.stream;
+  act.bytes = rec.bytes;
+  act.step = s.report.step;
+  if (a.phase_window >= 0) {
+    const span_record& sp = spans[ws[static_cast<std::size_t>(a.phase_window)].span].span;
+    act.microbatch = sp.microbatch;
+    act.phase = sp.kind;
+    act.phase_name = sp.name;
+  }
+  s.report.activities.push_back(act);
+}
+
+/// Stage 5: busy time per window (clipped to it, summed per entry), idle = window - busy, every
+/// kernel name merged and sorted (not truncated), activities in time order.
+inline std::vector<step_gpu_report> finish_reports(round_acc& acc, const std::vector<window>& ws) {
+  for (std::size_t w = 0; w < ws.size(); ++w) {
+    if (acc.entry[w] < 0) continue;
+    step_acc& s = acc.steps[acc.step_slot.at(ws[w].step)];
+    const interval m = ws[w].measured();
+    s.phases[static_cast<std::size_t>(acc.entry[w])].facts.facts.busy_ns +=
+        union_length(std::move(acc.busy[w]), m.first, m.second);
+  }
+  std::vector<step_gpu_report> reports;
+  reports.reserve(acc.steps.size());
+  for (step_acc& s : acc.steps) {
+    gpu_facts& total = s.report.total;
+    total.busy_ns = union_length(std::move(s.busy), s.window.first, s.window.second);
+    total.idle_ns = total.window_ns - total.busy_ns;
+    for (phase_entry_acc& pa : s.phases) {
+      gpu_facts& f = pa.facts.facts;
+      f.idle_ns = f.window_ns - f.busy_ns;
+      if (!pa.span_known) f.span_ns = -1;
+      merge_kernels(pa.facts.kernels, pa.kernels);  // two interned pointers may carry one text
+      sort_kernels(pa.facts.kernels);
+      s.report.phases.push_back(std::move(pa.facts));
+    }
+    std::stable_sort(s.report.activities.begin(), s.report.activities.end(),
+                     [](const gpu_activity& a, const gpu_activity& b) { return a.begin_ns < b.begin_ns; });
+    reports.push_back(std::move(s.report));
+  }
+  return reports;
+}
+
+}  // namespace detail
+TRACEML_END_NAMESPACE
