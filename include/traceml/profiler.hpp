@@ -1,5 +1,6 @@
 // traceml: the profiler. One object per run: it collects the records of every step (from scopes or
-// trainer callbacks), asks the GPU source (if any) for kernel facts, computes statistics and
+// trainer callbacks), takes the GPU source's raw activity (if any) through the attribution stage
+// (gpu/attribution_stage.hpp: the one place GPU facts are computed), computes statistics and
 // writes the outputs. It is itself a trainer callback.
 //
 //   traceml::profiler_options opts;
@@ -10,7 +11,8 @@
 //   prof.finish();                              // prints the table, writes the files
 //
 // Cost: nothing on the hot path beyond the scopes themselves; at each step end, one drain of the
-// per-thread rings and the step's statistics (microseconds), plus one flushed JSONL line.
+// per-thread rings and the step's statistics (microseconds), plus one flushed JSONL line; with a
+// GPU source, its collect() and, when a recorded step completed, one attribution round.
 #pragma once
 #include <cstdio>
 #include <deque>
@@ -25,6 +27,7 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/output_file.hpp"
+#include "traceml/gpu/attribution_stage.hpp"
 #include "traceml/gpu/gpu_source.hpp"
 #include "traceml/sinks/html_report.hpp"
 #include "traceml/sinks/json_summary.hpp"
@@ -102,10 +105,16 @@ class profiler : public recording_callback, private recorder_observer {
   void set_gpu_source(std::unique_ptr<gpu_source> source) {
     std::lock_guard<std::mutex> lock(mu_);
     gpu_ = std::move(source);
-    if (gpu_) gpu_->keep_activities(!options_.trace_path.empty());
+    stage_.keep_activities(!options_.trace_path.empty());
     detail::recorder().observe_phases.store(attached_ && gpu_ && gpu_->wants_scope_hooks(), std::memory_order_relaxed);
   }
   gpu_source* gpu() const noexcept { return gpu_.get(); }
+  /// Diagnostics and tests: `tap` sees every attribution round (input and output), on the thread
+  /// that ended the step. Call before the first step.
+  void set_attribution_tap(attribution_stage::round_tap tap) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stage_.set_round_tap(std::move(tap));
+  }
   const profiler_options& options() const noexcept { return options_; }
 
   /// Steps finished so far (GPU facts attached where the source has delivered them).
@@ -129,7 +138,7 @@ class profiler : public recording_callback, private recorder_observer {
     std::vector<gpu_activity> activities;
     if (gpu_) {
       try {
-        attach_reports(gpu_->collect(true));
+        attach_reports(stage_.add(gpu_->collect(true)));
       } catch (const std::exception& e) {
         report_once("gpu-collect", std::string("GPU source failed at the end of the run: ") + e.what());
       }
@@ -186,7 +195,11 @@ class profiler : public recording_callback, private recorder_observer {
       waiting_.push_back(std::move(*st));
       if (gpu_) {
         gpu_->step_ended(step.step, spans);
-        attach_reports(gpu_->collect(false));
+        // Attribution runs here, on the thread that ended the step and after its end was stamped
+        // (off the step's wall time), and only when a recorded step completed: a few steps per run
+        // under the default budget, each a round of about a millisecond. A worker thread would
+        // need a second path for the reports back into the profiler; this keeps one.
+        attach_reports(stage_.add(gpu_->collect(false)));
         while (!waiting_.empty() && waiting_.front().gpu) emit_front();
       } else {
         emit_front();
@@ -232,6 +245,7 @@ class profiler : public recording_callback, private recorder_observer {
   profiler_options options_;
   mutable std::mutex mu_;
   std::unique_ptr<gpu_source> gpu_;
+  attribution_stage stage_;               // raw GPU activity -> reports; leftovers between rounds
   std::unique_ptr<detail::output_file> jsonl_;
   std::vector<span_record> pending_;      // records of steps not yet closed
   std::vector<span_record> trace_spans_;  // every record, kept only when a trace is wanted
@@ -248,6 +262,8 @@ class profiler : public recording_callback {
  public:
   explicit profiler(profiler_options options = {}) : options_(std::move(options)) {}
   void set_gpu_source(std::unique_ptr<gpu_source>) {}
+  template <class Tap>
+  void set_attribution_tap(Tap&&) {}
   gpu_source* gpu() const noexcept { return nullptr; }
   const profiler_options& options() const noexcept { return options_; }
   std::size_t steps_recorded() const { return 0; }

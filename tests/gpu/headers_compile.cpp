@@ -21,10 +21,16 @@ int main() {
     traceml::cupti_source c;
     EXPECT(!c.ok());
     EXPECT(c.status().find("kernel attribution off: no CUDA device") != std::string::npos);
-    EXPECT(c.collect(true).empty());
+    EXPECT(!c.wants_scope_hooks());
+    EXPECT(c.collect(true).steps.empty());
     traceml::cuda_events_source e;
     EXPECT(!e.ok());
-    EXPECT(e.collect(true).empty());
+    EXPECT(e.status() == "GPU timing off: no CUDA device");
+    EXPECT(e.collect(true).steps.empty());
+    traceml::event_timer t(4);
+    EXPECT(!t.ok());
+    EXPECT(t.record(nullptr) == nullptr);
+    EXPECT(traceml::diagnostic_messages().size() == 1);  // the sources said nothing more
     std::printf("no CUDA device: sources degrade as documented\n");
     return 0;
   }
@@ -32,5 +38,6 @@ int main() {
   EXPECT(s != nullptr);
   std::printf("GPU source: %s (%s)\n", s->name(), s->status().c_str());
   EXPECT(std::string(s->name()) == "cupti");
+  EXPECT(s->status().find("CUDA-event phase timing on every step") != std::string::npos);
   return 0;
 }

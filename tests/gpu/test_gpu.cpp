@@ -61,19 +61,12 @@ void explain_unattributed(const traceml::attribution_input& in, const traceml::a
   }
 }
 
-std::unique_ptr<traceml::gpu_source> make_cupti(int sample_every = 1,
-                                                std::vector<traceml::gpu_activity>* activities = nullptr) {
+std::unique_ptr<traceml::gpu_source> make_cupti(int sample_every = 1) {
   auto o = torch_options();
   o.cupti_opts.current_stream = o.current_stream;
   o.cupti_opts.memory = o.memory;
   o.cupti_opts.overhead_budget = 0;  // every step (or 1 in sample_every): the tests count kernels per step
   o.cupti_opts.sample_every = sample_every;
-  // The profiler moves activities into its trace at finish(): tests read them as rounds resolve.
-  o.cupti_opts.round_tap = [activities](const traceml::attribution_input& in, const traceml::attribution_output& out) {
-    explain_unattributed(in, out);
-    if (activities)
-      for (auto& r : out.reports) activities->insert(activities->end(), r.activities.begin(), r.activities.end());
-  };
   auto s = std::make_unique<traceml::cupti_source>(o.cupti_opts);
   CATCH_INFO("CUPTI source: " << s->status());
   CATCH_REQUIRE(s->ok());
@@ -81,9 +74,12 @@ std::unique_ptr<traceml::gpu_source> make_cupti(int sample_every = 1,
 }
 
 /// Runs `steps` steps of `body(step)` under a profiler with `src`; returns the run's result.
+/// `activities`: filled with every attributed activity as rounds resolve (the profiler moves them
+/// into its trace at finish()); needs `keep_activities`.
 template <class Body>
 traceml::run_result run_profiled(std::unique_ptr<traceml::gpu_source> src, int steps, Body&& body,
-                                 bool keep_activities = false) {
+                                 bool keep_activities = false,
+                                 std::vector<traceml::gpu_activity>* activities = nullptr) {
   traceml::profiler_options po;
   po.run_name = "gpu-test";
   po.print_table = false;
@@ -91,6 +87,11 @@ traceml::run_result run_profiled(std::unique_ptr<traceml::gpu_source> src, int s
   if (keep_activities) po.trace_path = "traceml_gpu_test_trace.json";
   traceml::profiler prof(po);
   prof.set_gpu_source(std::move(src));
+  prof.set_attribution_tap([activities](const traceml::attribution_input& in, const traceml::attribution_output& out) {
+    explain_unattributed(in, out);
+    if (activities)
+      for (auto& r : out.reports) activities->insert(activities->end(), r.activities.begin(), r.activities.end());
+  });
   for (int i = 0; i < steps; ++i) body(i);
   lt::synchronize();
   return prof.finish();
@@ -184,9 +185,9 @@ CATCH_TEST_CASE("known kernels land in known phases - as a synchronized run says
     CATCH_CHECK(count(a, "counted", -1) == 37);
     const auto* c = phase(a, "counted", -1);
     CATCH_REQUIRE(c);
-    CATCH_REQUIRE(!c->top_kernels.empty());
-    CATCH_CHECK(c->top_kernels[0].count == 37);
-    CATCH_CHECK(c->top_kernels[0].name.find("elementwise") != std::string::npos);
+    CATCH_REQUIRE(!c->kernels.empty());
+    CATCH_CHECK(c->kernels[0].count == 37);
+    CATCH_CHECK(c->kernels[0].name.find("elementwise") != std::string::npos);
     CATCH_CHECK(count(a, "backward", 0) > 0);  // autograd-thread kernels found
     for (const char* p : {"forward", "backward"}) CATCH_CHECK(count(a, p, 0) == count(s, p, 0));
     for (const char* p : {"optimizer", "counted"}) CATCH_CHECK(count(a, p, -1) == count(s, p, -1));
@@ -214,7 +215,7 @@ CATCH_TEST_CASE("kernel times sit on the now_ns() clock", "[gpu][clock]") {
   lt::synchronize();
   std::int64_t t0 = 0, t1 = 0;
   std::vector<traceml::gpu_activity> acts;
-  auto r = run_profiled(make_cupti(1, &acts), 2, [&](int i) {
+  auto r = run_profiled(make_cupti(1), 2, [&](int i) {
     TRACEML_STEP();
     TRACEML_PHASE(forward);
     lt::synchronize();
@@ -222,7 +223,7 @@ CATCH_TEST_CASE("kernel times sit on the now_ns() clock", "[gpu][clock]") {
     auto b = torch::mm(a, a);
     lt::synchronize();
     if (i == 1) t1 = traceml::now_ns();
-  }, /*keep_activities=*/true);
+  }, /*keep_activities=*/true, &acts);
   CATCH_REQUIRE(r.steps.size() == 2);
   CATCH_REQUIRE(r.steps[1].gpu.has_value());
   int kernels = 0;
@@ -403,15 +404,19 @@ CATCH_TEST_CASE("sampled kernel records: measured steps exact - the others say s
     CATCH_CHECK(s.gpu->kernels_measured == (s.step % 3 == 0));
     const auto* c = phase(*s.gpu, "counted", -1);
     CATCH_REQUIRE(c);
+    // GPU time from the CUDA events on every step, recorded or not.
+    CATCH_CHECK(c->facts.span_ns > 0);
+    CATCH_CHECK(s.gpu->total.span_ns > 0);
     if (s.gpu->kernels_measured) {
       CATCH_CHECK(count(*s.gpu, "counted", -1) == 37);
-      CATCH_CHECK(c->facts.span_ns > 0);
+      CATCH_CHECK(c->facts.window_ns >= 0);
+      CATCH_CHECK(c->facts.busy_ns + c->facts.idle_ns == c->facts.window_ns);
     } else {
-      // Unsampled steps run untraced (no CUPTI records, no markers) and say so: nothing reads as 0.
+      // Unsampled steps run without CUPTI records or markers and say so: nothing reads as 0.
       CATCH_CHECK(s.gpu->total.kernel_count == 0);
-      CATCH_CHECK(c->top_kernels.empty());
-      CATCH_CHECK(c->facts.span_ns == -1);
-      CATCH_CHECK(s.gpu->total.span_ns == -1);
+      CATCH_CHECK(c->kernels.empty());
+      CATCH_CHECK(c->facts.window_ns == -1);
+      CATCH_CHECK(s.gpu->total.window_ns == -1);
     }
   }
 }
@@ -438,14 +443,62 @@ CATCH_TEST_CASE("budgeted kernel records: recorded steps exact, never two in a r
       CATCH_CHECK(s.gpu->unattributed_kernels == 0);
     } else {
       CATCH_CHECK(s.gpu->total.kernel_count == 0);
-      CATCH_CHECK(s.gpu->total.span_ns == -1);
+      CATCH_CHECK(s.gpu->total.window_ns == -1);
     }
+    CATCH_CHECK(s.gpu->total.span_ns > 0);  // CUDA events on every step
   }
   std::printf("budgeted records: %zu of 40 steps; %s\n", recorded.size(), r.summary.gpu_status.c_str());
   CATCH_REQUIRE_FALSE(recorded.empty());
   CATCH_CHECK(recorded.front() == 6);  // 3 warm-up steps, 3 baseline steps
   for (std::size_t i = 1; i < recorded.size(); ++i) CATCH_CHECK(recorded[i] - recorded[i - 1] >= 3);
   CATCH_CHECK(r.summary.gpu_status.find("under 5.0% of run time") != std::string::npos);
+}
+
+CATCH_TEST_CASE("default settings: GPU time of every phase on every step, kernels on the recorded ones",
+                "[gpu][sampling][default]") {
+  mlp_loop loop;
+  loop.step(false);
+  auto src = traceml::make_best_gpu_source(torch_options());  // what a user gets: CUPTI at 0.5%, plus events
+  CATCH_REQUIRE(src);
+  CATCH_REQUIRE(std::string(src->name()) == "cupti");
+  const int steps = 40;
+  auto r = run_profiled(std::move(src), steps, [&](int) { loop.step(false); });
+  CATCH_REQUIRE(r.steps.size() == static_cast<std::size_t>(steps));
+  std::size_t recorded = 0;
+  for (auto& s : r.steps) {
+    CATCH_REQUIRE(s.gpu.has_value());
+    CATCH_CAPTURE(s.step);
+    CATCH_CHECK(s.gpu->total.span_ns > 0);
+    for (auto pm : std::vector<std::pair<const char*, int>>{{"forward", 0}, {"backward", 0}, {"optimizer", -1},
+                                                            {"counted", -1}}) {
+      CATCH_CAPTURE(pm.first);
+      const auto* p = phase(*s.gpu, pm.first, pm.second);
+      CATCH_REQUIRE(p);
+      CATCH_CHECK(p->facts.span_ns > 0);
+      CATCH_CHECK(p->facts.span_ns <= s.gpu->total.span_ns);
+    }
+    if (!s.gpu->kernels_measured) continue;
+    ++recorded;
+    CATCH_CHECK(count(*s.gpu, "counted", -1) == 37);
+    CATCH_CHECK(s.gpu->total.window_ns > 0);
+    CATCH_CHECK(s.gpu->total.busy_ns + s.gpu->total.idle_ns == s.gpu->total.window_ns);
+  }
+  std::printf("default settings: %zu of %d steps recorded; %s\n", recorded, steps, r.summary.gpu_status.c_str());
+  CATCH_CHECK(recorded >= 1);
+  CATCH_CHECK(recorded < static_cast<std::size_t>(steps) / 4);
+  CATCH_CHECK(r.summary.gpu_status.find("CUDA-event phase timing on every step") != std::string::npos);
+  // Run level: GPU time over every measured step, kernel figures over the recorded ones.
+  const traceml::phase_summary* counted = nullptr;
+  for (auto& p : r.summary.phases)
+    if (p.name == "counted") counted = &p;
+  CATCH_REQUIRE(counted);
+  CATCH_REQUIRE(counted->gpu_ms.has_value());
+  CATCH_CHECK(counted->gpu_ms->count == r.summary.measured_steps());
+  CATCH_REQUIRE(counted->kernels.has_value());
+  CATCH_CHECK(counted->kernels->steps == recorded);
+  CATCH_CHECK(counted->kernels->kernels_per_step == Approx(37.0));
+  CATCH_REQUIRE(r.summary.step_gpu_ms.has_value());
+  CATCH_CHECK(r.summary.step_gpu_ms->count == r.summary.measured_steps());
 }
 
 CATCH_TEST_CASE("one CUPTI source at a time - shut down cleanly and start again", "[gpu][degrade]") {

@@ -1,11 +1,14 @@
 // traceml: raw GPU activity as a source delivers it -- activity records, the GPU times of boundary
-// markers and the CPU spans they stand for. Attribution (attribution.hpp) turns these into
-// gpu_facts (gpu_facts.hpp). Plain data, no CUDA.
+// markers, the CPU spans they stand for and the CUDA-event time of each span. The attribution
+// stage (attribution_stage.hpp) turns a delivery into step_gpu_report values (gpu_facts.hpp).
+// Plain data, no CUDA.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "traceml/config.hpp"
 #include "traceml/gpu/gpu_facts.hpp"
+#include "traceml/gpu/gpu_memory.hpp"
 #include "traceml/record.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -37,6 +40,32 @@ struct marked_span {
   span_record span;
   std::uint64_t begin_marker = 0;
   std::uint64_t end_marker = 0;
+};
+
+/// A marked span and its GPU time as the CUDA events at its boundaries measured it.
+struct timed_span {
+  marked_span marked;
+  std::int64_t event_ns = -1;  ///< GPU time between the span's two events; -1: not timed
+};
+
+/// One finished step as a source saw it: nothing computed yet.
+struct step_activity {
+  std::int32_t step = -1;
+  /// Kernel records were on during this step: attribution may compute kernels, busy and idle.
+  bool recorded = false;
+  std::vector<timed_span> spans;   ///< the step's own span and its phase spans (no micro-batches)
+  memory_sample memory;            ///< peaks sampled at its end
+  std::uint64_t dropped_records = 0;  ///< activity records lost since the previous delivered step
+};
+
+/// What a source hands over at one collect(): the steps that are complete, in step order, each once,
+/// and every activity record and marker time that arrived since the previous collect (of any step,
+/// complete or not: the attribution stage keeps what it cannot place yet).
+struct gpu_delivery {
+  std::vector<step_activity> steps;
+  std::vector<gpu_record> records;
+  std::vector<marker_time> markers;
+  bool final = false;  ///< the end of the run: nothing more will come
 };
 
 TRACEML_END_NAMESPACE

@@ -1,10 +1,10 @@
-// traceml: GPU phase timing with CUDA events, for when CUPTI is off or unavailable.
+// traceml: GPU phase timing with CUDA events alone, for when CUPTI is off or unavailable.
 //
-// At each step and phase boundary an event from a preallocated pool is recorded on the boundary
-// thread's current stream; a phase's GPU time (gpu_facts::span_ns) is the elapsed time between its
-// two events: from when the stream reached the phase's first work to when it finished its last.
-// Events are resolved with cudaEventQuery only: the training loop never waits for the GPU (the
-// final collect may synchronize). Kernel counts, busy and idle time need CUPTI (cupti_source.hpp).
+// At each step and phase boundary an event is recorded on the boundary thread's current stream
+// (event_timer.hpp); a phase's GPU time (gpu_facts::span_ns) is the elapsed time between its two
+// events. Steps are delivered once their events completed (cudaEventQuery: the training loop never
+// waits for the GPU; the final collect may). Kernel counts, busy and idle time need CUPTI
+// (cupti_source.hpp), which times every step with the same events besides.
 //
 //   auto src = std::make_unique<traceml::cuda_events_source>();      // needs the CUDA runtime
 //   profiler.set_gpu_source(std::move(src));
@@ -12,28 +12,23 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <functional>
-#include <map>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "traceml/config.hpp"
-#include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/scope_pairing.hpp"
+#include "traceml/gpu/cuda_stream.hpp"
+#include "traceml/gpu/event_timer.hpp"
 #include "traceml/gpu/gpu_memory.hpp"
 #include "traceml/gpu/gpu_source.hpp"
 #include "traceml/phase_kind.hpp"
 #include "traceml/record.hpp"
 
 TRACEML_BEGIN_NAMESPACE
-
-/// Where boundary markers go: the calling thread's current CUDA stream (a cudaStream_t). Empty:
-/// the legacy default stream, which is LibTorch's default too. LibTorch users pass
-/// traceml::libtorch::current_stream_provider() (torch_adapter.hpp).
-using stream_provider = std::function<void*()>;
 
 /// Device-level memory for programs without LibTorch: peak_reserved_bytes is the device memory in
 /// use at step end (cudaMemGetInfo: every process on the device, not a peak); peak_allocated_bytes
@@ -65,38 +60,14 @@ inline memory_sampler cuda_device_memory_sampler(int device = -1) {
   };
 }
 
-namespace detail {
-
-/// The stream `provider` names (the legacy default stream when it is empty or throws).
-inline cudaStream_t stream_of(const stream_provider& provider) noexcept {
-  if (!provider) return nullptr;
-  try {
-    return static_cast<cudaStream_t>(provider());
-  } catch (...) {
-    return nullptr;
-  }
-}
-
-/// True while `stream` is being captured into a CUDA graph: recording a marker then would put it
-/// into the graph. Cost: one runtime call (~100 ns).
-inline bool stream_capturing(cudaStream_t stream) noexcept {
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
-    cudaGetLastError();
-    return true;  // cannot tell: stay out of the stream
-  }
-  return st != cudaStreamCaptureStatusNone;
-}
-
-}  // namespace detail
-
 struct cuda_events_options {
   std::size_t event_pool = 4096;   ///< events created up front (two per step/phase scope)
   stream_provider current_stream;  ///< empty: the legacy default stream
   memory_sampler memory;           ///< called at each step end; empty: no memory numbers
 };
 
-/// CUDA-event phase timing. Reports carry span_ns per phase and step (kernels_measured = false).
+/// CUDA-event phase timing. Delivers every step unrecorded (no kernel records), with the events'
+/// GPU time per span: reports carry span_ns per phase and step (kernels_measured = false).
 class cuda_events_source : public gpu_source {
  public:
   explicit cuda_events_source(cuda_events_options o = {}) : opt_(std::move(o)) {
@@ -106,22 +77,8 @@ class cuda_events_source : public gpu_source {
       why_ = "no CUDA device";
       return;
     }
-    free_.reserve(opt_.event_pool);
-    for (std::size_t i = 0; i < opt_.event_pool; ++i) {
-      cudaEvent_t e = nullptr;
-      if (cudaEventCreateWithFlags(&e, cudaEventDefault) != cudaSuccess) {
-        cudaGetLastError();
-        break;
-      }
-      free_.push_back(e);
-      all_.push_back(e);
-    }
-    if (free_.empty()) why_ = "could not create CUDA events";
-  }
-
-  ~cuda_events_source() override {
-    for (auto e : all_) cudaEventDestroy(e);
-    cudaGetLastError();
+    timer_ = std::make_unique<event_timer>(opt_.event_pool);
+    if (!timer_->ok()) why_ = "could not create CUDA events";
   }
   cuda_events_source(const cuda_events_source&) = delete;
   cuda_events_source& operator=(const cuda_events_source&) = delete;
@@ -130,82 +87,73 @@ class cuda_events_source : public gpu_source {
   bool ok() const noexcept { return why_.empty(); }
 
   const char* name() const noexcept override { return "cuda-events"; }
-  bool wants_scope_hooks() const noexcept override { return true; }
+  bool wants_scope_hooks() const noexcept override { return ok(); }
 
-  /// Hot: one event record on the current stream (~1-2 us) and an uncontended lock.
+  /// Hot: one event record on the current stream (~1-2 us); no lock (the pairing's stacks are per
+  /// thread).
   void on_scope_begin(phase_kind kind, const char*, std::int32_t, std::int32_t) noexcept override {
     if (kind == phase_kind::microbatch || !ok()) return;
-    cudaStream_t s = current_stream();
-    cudaEvent_t e = nullptr;
-    if (!detail::stream_capturing(s)) e = take_and_record(s);
-    try {
-      std::lock_guard<std::mutex> lock(mu_);
-      scopes_.begin(open_entry{e, s});
-    } catch (...) {
-    }
+    const cudaStream_t s = detail::stream_of(opt_.current_stream);
+    const cudaEvent_t e = timer_->record(s);
+    if (!scopes_.begin(open_entry{e, s})) timer_->release(e);  // not kept: this scope stays untimed
   }
 
   /// Hot: one event record on the stream of the matching begin (~1-2 us) and an uncontended lock.
   void on_scope_end(const span_record& r) noexcept override {
     if (r.kind == phase_kind::microbatch || !ok()) return;
-    try {
-      open_entry b{};
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!scopes_.end(b)) return;
-      }
-      cudaEvent_t e = nullptr;
-      if (b.begin && !detail::stream_capturing(b.stream)) e = take_and_record(b.stream);
+    open_entry b{};
+    if (!scopes_.end(b)) return;
+    event_pair p{b.begin, b.begin ? timer_->record(b.stream) : nullptr};
+    if (!p.end) timer_->release(p);  // half a pair times nothing
+    bool kept = false;
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      if (b.begin && !e) give_back(b.begin);
-      scopes_.closed(r, closed_entry{e ? b.begin : nullptr, e});
-    } catch (...) {
+      kept = scopes_.closed(r, p);
     }
+    if (!kept) timer_->release(p);
   }
 
+  /// Once per step, on the thread that ended it: samples memory and keeps the step's events.
   void step_ended(std::int32_t step, const std::vector<span_record>& spans) override {
+    if (!ok()) return;
     pending_step p;
     p.step = step;
     if (opt_.memory) p.memory = opt_.memory();
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& s : spans) {
       if (s.kind == phase_kind::microbatch || s.step != step) continue;
-      p.spans.emplace_back(s, scopes_.take(s));
+      p.spans.push_back(s);
+      p.events.push_back(scopes_.take(s));
     }
     // Scopes that closed before this step and belong to none: their events go back to the pool.
-    scopes_.drop_rest([this](const closed_entry& c) {
-      give_back(c.begin);
-      give_back(c.end);
-    });
+    scopes_.drop_rest([this](event_pair& e) { timer_->release(e); });
     pending_.push_back(std::move(p));
   }
 
-  /// Resolves steps whose events completed (cudaEventQuery, no waiting); with `final`, waits.
-  std::vector<step_gpu_report> collect(bool final) override {
-    std::vector<step_gpu_report> out;
+  /// Steps whose events completed (cudaEventQuery, no waiting); with `final`, waits for all.
+  gpu_delivery collect(bool final) override {
+    gpu_delivery d;
+    d.final = final;
     std::lock_guard<std::mutex> lock(mu_);
     while (!pending_.empty()) {
       auto& p = pending_.front();
-      bool ready = true;
-      for (auto& sc : p.spans) {
-        if (!sc.second.end) continue;
-        cudaError_t q = final ? cudaEventSynchronize(sc.second.end) : cudaEventQuery(sc.second.end);
-        if (q == cudaErrorNotReady) {
-          ready = false;
-          break;
-        }
-      }
-      cudaGetLastError();
-      if (!ready) break;
-      out.push_back(resolve(p));
-      pending_.erase(pending_.begin());
+      bool done = true;
+      for (auto& e : p.events) done = done && event_timer::done(e, final);
+      if (!done) break;
+      step_activity a;
+      a.step = p.step;
+      a.memory = p.memory;
+      for (std::size_t i = 0; i < p.spans.size(); ++i)
+        a.spans.push_back(timed_span{marked_span{p.spans[i], 0, 0}, timer_->take_elapsed(p.events[i])});
+      d.steps.push_back(std::move(a));
+      pending_.pop_front();
     }
-    return out;
+    return d;
   }
 
   std::string status() const override {
     if (!ok()) return "GPU timing off: " + why_;
-    return "CUDA-event phase timing (GPU time per phase; kernel attribution off)";
+    return "CUDA-event phase timing on every step (GPU time per phase; kernel attribution off)";
   }
 
  private:
@@ -213,90 +161,19 @@ class cuda_events_source : public gpu_source {
     cudaEvent_t begin = nullptr;
     cudaStream_t stream = nullptr;
   };
-  struct closed_entry {
-    cudaEvent_t begin = nullptr;
-    cudaEvent_t end = nullptr;
-  };
   struct pending_step {
     std::int32_t step = -1;
     memory_sample memory;
-    std::vector<std::pair<span_record, closed_entry>> spans;
+    std::vector<span_record> spans;
+    std::vector<event_pair> events;  // parallel to spans
   };
-
-  cudaStream_t current_stream() const noexcept { return detail::stream_of(opt_.current_stream); }
-
-  cudaEvent_t take_and_record(cudaStream_t s) noexcept {
-    cudaEvent_t e = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (free_.empty()) {
-        report_once("cuda-events-pool", "CUDA event pool exhausted (" + std::to_string(all_.size()) +
-                                            " events): some phases are not GPU-timed; collect() more often or "
-                                            "raise cuda_events_options::event_pool");
-        return nullptr;
-      }
-      e = free_.back();
-      free_.pop_back();
-    }
-    if (cudaEventRecord(e, s) != cudaSuccess) {
-      cudaGetLastError();
-      std::lock_guard<std::mutex> lock(mu_);
-      free_.push_back(e);
-      return nullptr;
-    }
-    return e;
-  }
-
-  void give_back(cudaEvent_t e) {  // mu_ held
-    if (e) free_.push_back(e);
-  }
-
-  step_gpu_report resolve(pending_step& p) {  // mu_ held
-    step_gpu_report rep;
-    rep.step = p.step;
-    rep.kernels_measured = false;
-    rep.peak_allocated_bytes = p.memory.peak_allocated_bytes;
-    rep.peak_reserved_bytes = p.memory.peak_reserved_bytes;
-    std::map<std::tuple<int, std::string, std::int32_t>, std::size_t> index;
-    for (auto& sc : p.spans) {
-      const span_record& s = sc.first;
-      std::int64_t ns = -1;
-      if (sc.second.begin && sc.second.end) {
-        float ms = 0.f;
-        if (cudaEventElapsedTime(&ms, sc.second.begin, sc.second.end) == cudaSuccess)
-          ns = static_cast<std::int64_t>(static_cast<double>(ms) * 1e6);
-        cudaGetLastError();
-      }
-      give_back(sc.second.begin);
-      give_back(sc.second.end);
-      if (s.kind == phase_kind::step) {
-        rep.total.span_ns = ns;
-        continue;
-      }
-      auto key = std::make_tuple(static_cast<int>(s.kind), std::string(s.name), s.microbatch);
-      auto it = index.find(key);
-      if (it == index.end()) {
-        it = index.emplace(key, rep.phases.size()).first;
-        phase_gpu_facts f;
-        f.kind = s.kind;
-        f.name = s.name;
-        f.microbatch = s.microbatch;
-        rep.phases.push_back(f);
-      }
-      gpu_facts add;  // an untimed scope (ns = -1) leaves the entry as it is
-      add.span_ns = ns;
-      rep.phases[it->second].facts += add;
-    }
-    return rep;
-  }
 
   cuda_events_options opt_;
   std::string why_;
-  std::mutex mu_;
-  std::vector<cudaEvent_t> all_;
-  std::vector<cudaEvent_t> free_;
-  detail::scope_pairing<open_entry, closed_entry> scopes_;
-  std::vector<pending_step> pending_;
+  std::unique_ptr<event_timer> timer_;  // its own lock is a leaf: taken under mu_ (never the reverse)
+  std::mutex mu_;                       // guards pending_ and scopes_' closed spans (its open stacks are per thread)
+  detail::scope_pairing<open_entry, event_pair> scopes_;
+  std::deque<pending_step> pending_;
 };
 
 TRACEML_END_NAMESPACE

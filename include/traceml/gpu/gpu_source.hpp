@@ -1,13 +1,15 @@
-// traceml: the seam where GPU time sources (CUPTI kernel attribution, CUDA events) plug into the
-// profiler. The profiler owns at most one source; callers never talk to it directly, so switching
-// from CPU timing to CUDA events to CUPTI changes no user code.
+// traceml: the seam where GPU time sources (CUPTI kernel records, CUDA events) plug into the
+// profiler. A source only measures: it delivers raw per-step activity (gpu/activity.hpp) and the
+// profiler turns it into reports in one place (gpu/attribution_stage.hpp). The profiler owns at most
+// one source; callers never talk to it directly, so switching from CPU timing to CUDA events to
+// CUPTI changes no user code.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "traceml/config.hpp"
-#include "traceml/gpu/gpu_facts.hpp"
+#include "traceml/gpu/activity.hpp"
 #include "traceml/phase_kind.hpp"
 #include "traceml/record.hpp"
 
@@ -26,13 +28,12 @@ class gpu_source {
                               std::int32_t /*microbatch*/) noexcept {}
   /// Hot: a scope closed.
   virtual void on_scope_end(const span_record&) noexcept {}
-  /// Keep per-activity records in the reports (for the Chrome trace); off by default.
-  virtual void keep_activities(bool /*on*/) {}
   /// A step ended; `spans` holds all its CPU records (the step, its micro-batches and phases).
   virtual void step_ended(std::int32_t step, const std::vector<span_record>& spans) = 0;
-  /// Reports of steps whose GPU records are complete, in step order, each step once. With
-  /// `final` (end of run) everything outstanding is resolved, synchronizing if it must.
-  virtual std::vector<step_gpu_report> collect(bool final) = 0;
+  /// Raw activity: the steps whose GPU data is complete (in step order, each once) and the records
+  /// and marker times that arrived since the last call. With `final` (end of run) every step that
+  /// ended is delivered, synchronizing with the device if it must.
+  virtual gpu_delivery collect(bool final) = 0;
   /// One line for humans: what is measured, or why it is not (e.g. "kernel attribution off:
   /// CUPTI already in use by another tool (Nsight Systems?); using CUDA events").
   virtual std::string status() const = 0;

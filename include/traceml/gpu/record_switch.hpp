@@ -1,0 +1,171 @@
+// traceml: the record switch -- which steps CUPTI records, and switching its records on and off.
+//
+// CUPTI's per-launch cost is paid only on recorded steps: between them every activity kind is off
+// and no marker is enqueued, so the other steps run as if untraced. Which steps: within an overhead
+// budget (recording_budget.hpp), or one in `sample_every`, or all of them (no switching at all).
+// On: at a recorded step's begin, on the training thread. Off: once the GPU ran the recorded step,
+// by the CUPTI source's worker, followed by a forced flush (switch_off_after_step says why).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include "traceml/clock.hpp"
+#include "traceml/config.hpp"
+#include "traceml/gpu/cuda_stream.hpp"
+#include "traceml/gpu/cupti_reader.hpp"
+#include "traceml/gpu/recording_budget.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+
+class record_switch {
+ public:
+  /// `overhead_budget` > 0: the budget decides; else one step in `sample_every` (1: every step).
+  record_switch(double overhead_budget, int sample_every, cupti_reader& reader)
+      : budget_share_(overhead_budget), sample_every_(sample_every), budget_(overhead_budget), reader_(reader) {}
+  ~record_switch() {
+    if (off_event_) cudaEventDestroy(off_event_);
+    cudaGetLastError();
+  }
+  record_switch(const record_switch&) = delete;
+  record_switch& operator=(const record_switch&) = delete;
+
+  /// Records switched per step (budget or 1 in N), not on for the whole run.
+  bool sampling() const noexcept { return budget_share_ > 0 || sample_every_ > 1; }
+
+  /// After the reader started (every kind enabled once): with sampling, records go off until the
+  /// first recorded step, and the event that times switch-offs is created.
+  void start() noexcept {
+    if (!sampling()) return;
+    reader_.disable_all();
+    if (cudaEventCreateWithFlags(&off_event_, cudaEventDisableTiming) != cudaSuccess) {
+      cudaGetLastError();
+      off_event_ = nullptr;  // records then go off at each recorded step's end (some may be lost)
+    }
+  }
+
+  /// Training thread, at a step's begin: records this step? If so, records are on from here.
+  bool begin_step(std::int32_t step) noexcept {
+    bool traced = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      traced = budget_share_ > 0 ? budget_.should_record()
+                                 : sample_every_ <= 1 || (step >= 0 && step % sample_every_ == 0);
+    }
+    if (traced) set_records_on();
+    current_.store(traced, std::memory_order_relaxed);
+    return traced;
+  }
+  /// The current (or just ended) step's decision.
+  bool current() const noexcept { return current_.load(std::memory_order_relaxed); }
+
+  /// Training thread, at a step's end: `end_marker` is the step's end marker, enqueued on `stream`.
+  void end_step(cudaStream_t stream, std::uint64_t end_marker, std::int64_t duration_ns) noexcept {
+    const bool traced = current();
+    if (traced) switch_off_after_step(stream, end_marker);
+    if (budget_share_ <= 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    budget_.step_done(duration_ns, traced);  // allocates nothing once its baseline window is full
+  }
+
+  /// Worker: a switch-off waits for the GPU to pass the recorded step.
+  bool off_pending() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return off_pending_;
+  }
+
+  /// Worker: performs a pending switch-off whose event completed, then force-flushes. True when it
+  /// did; `flushed_marker` is then the recorded step's end marker.
+  bool switch_off_if_due(std::uint64_t& flushed_marker) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!off_pending_) return false;
+      const cudaError_t q = cudaEventQuery(off_event_);
+      if (q == cudaErrorNotReady) return false;
+      cudaGetLastError();
+      reader_.disable_all();
+      records_on_ = false;
+      off_pending_ = false;
+      flushed_marker = off_marker_;
+    }
+    reader_.flush(/*forced=*/true);
+    return true;
+  }
+
+  /// "kernel records on 3 step(s) chosen to keep their cost under 0.5% ...", for status().
+  std::string describe() const {
+    if (budget_share_ > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "kernel records on %llu step(s) chosen to keep their cost under %.1f%% of run time: one cost "
+                    "%+.0f%% of a step, %.2f%% spent",
+                    static_cast<unsigned long long>(budget_.recordings()), 100.0 * budget_.budget(),
+                    100.0 * budget_.cost_per_recording(), 100.0 * budget_.spent_share());
+      return buf;
+    }
+    if (sample_every_ > 1) return "kernel records on 1 step in " + std::to_string(sample_every_);
+    return "kernel records on every step";
+  }
+
+  /// How often records were switched on, and the training thread's time spent doing it.
+  std::uint64_t switches() const noexcept { return switches_.load(); }
+  std::int64_t switch_ns() const noexcept { return switch_ns_.load(); }
+
+ private:
+  /// Sampling: every activity kind on or off together. Any enabled kind costs per launch (measured:
+  /// with only MEMSET records left on, unsampled steps still paid about half of CUPTI's cost), so
+  /// none stays on between recorded steps. On: training thread, at a recorded step's begin.
+  void set_records_on() noexcept {
+    if (!sampling()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    off_pending_ = false;  // a pending switch-off would cut this step's records: records stay on
+    if (records_on_) return;
+    const std::int64_t t0 = now_ns();
+    reader_.enable_all();
+    records_on_ = true;
+    switch_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    switches_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  /// Off: not at the recorded step's end but once the GPU has run it, and then with a forced flush.
+  /// Measured: records switched off at the step's end (its last work still queued) never came back
+  /// from a default flush (CUPTI keeps a buffer with an unfinished record), and steps resolved
+  /// without them. So the training thread records an event behind the step's end marker, and the
+  /// worker, once the event completed, switches records off and force-flushes: everything of the
+  /// recorded step is finished by then; records of later work cut off by the switch come back
+  /// unfinished and are ignored (they belong to unrecorded steps).
+  void switch_off_after_step(cudaStream_t stream, std::uint64_t end_marker) noexcept {
+    if (!sampling()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (off_event_ && !detail::stream_capturing(stream) && cudaEventRecord(off_event_, stream) == cudaSuccess) {
+      off_pending_ = true;
+      off_marker_ = end_marker;
+      return;
+    }
+    cudaGetLastError();
+    reader_.disable_all();  // no event: at once (this step's last records may be lost)
+    records_on_ = false;
+    off_pending_ = false;
+  }
+
+  const double budget_share_;
+  const int sample_every_;
+  mutable std::mutex mu_;          // guards everything below but the atomics (a leaf but for reader calls)
+  recording_budget budget_;
+  bool records_on_ = false;
+  bool off_pending_ = false;       // records go off once off_event_ completed
+  std::uint64_t off_marker_ = 0;   // the recorded step's end marker behind which off_event_ waits
+  cudaEvent_t off_event_ = nullptr;
+  cupti_reader& reader_;
+  std::atomic<bool> current_{true};  // the current step is recorded (always, without sampling)
+  std::atomic<std::uint64_t> switches_{0};
+  std::atomic<std::int64_t> switch_ns_{0};
+};
+
+TRACEML_END_NAMESPACE

@@ -1,0 +1,197 @@
+// The attribution stage (attribution_stage.hpp): raw deliveries in, one report per step out.
+// Synthetic deliveries mix recorded steps (attributed: kernels, busy, idle, window) and unrecorded
+// ones (kernels_measured false, GPU time from CUDA events only); records a round cannot place wait
+// for the next delivery.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "traceml/gpu/attribution_stage.hpp"
+
+using namespace traceml;
+
+namespace {
+
+constexpr std::uint32_t stream = 7;
+
+span_record span(phase_kind k, const char* name, std::int32_t step, std::int64_t b, std::int64_t e) {
+  span_record s;
+  s.kind = k;
+  s.name = name;
+  s.step = step;
+  s.microbatch = k == phase_kind::step ? -1 : 0;
+  s.begin_ns = b;
+  s.end_ns = e;
+  return s;
+}
+
+timed_span timed(const span_record& s, std::int64_t event_ns, std::uint64_t begin_marker = 0,
+                 std::uint64_t end_marker = 0) {
+  return timed_span{marked_span{s, begin_marker, end_marker}, event_ns};
+}
+
+gpu_record kernel(const char* name, std::int64_t b, std::int64_t e) {
+  gpu_record r;
+  r.what = gpu_activity::type::kernel;
+  r.begin_ns = b;
+  r.end_ns = e;
+  r.stream = stream;
+  r.name = name;
+  return r;
+}
+
+marker_time marker(std::uint64_t seq, std::int64_t b, std::int64_t e) { return marker_time{seq, 0, stream, b, e}; }
+
+const phase_gpu_facts* forward_of(const step_gpu_report& r) {
+  for (auto& p : r.phases)
+    if (std::string(p.name) == "forward") return &p;
+  return nullptr;
+}
+
+/// Step 0: unrecorded, its forward phase run twice, timed by events. Step 1: recorded, with
+/// markers (seq 1-4) and events. A kernel of step 1's forward and one launched after step 1 (it
+/// belongs to step 2, whose markers have not arrived).
+gpu_delivery first_delivery() {
+  gpu_delivery d;
+  step_activity s0;
+  s0.step = 0;
+  s0.recorded = false;
+  s0.spans = {timed(span(phase_kind::step, "step", 0, 0, 900), 9000),
+              timed(span(phase_kind::forward, "forward", 0, 100, 200), 4000),
+              timed(span(phase_kind::forward, "forward", 0, 300, 400), 1000)};
+  s0.memory = memory_sample{111, 222};
+  s0.dropped_records = 3;
+  step_activity s1;
+  s1.step = 1;
+  s1.recorded = true;
+  s1.spans = {timed(span(phase_kind::step, "step", 1, 1000, 2000), 8000, 1, 4),
+              timed(span(phase_kind::forward, "forward", 1, 1100, 1500), 5000, 2, 3)};
+  d.steps = {s0, s1};
+  d.markers = {marker(1, 1200, 1210), marker(2, 1300, 1310), marker(3, 1600, 1610), marker(4, 1900, 1910)};
+  d.records = {kernel("gemm", 1400, 1500), kernel("late", 2500, 2600)};
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("unrecorded steps: GPU time from events, no kernel figures, memory and drops kept", "[stage]") {
+  attribution_stage stage;
+  const auto reports = stage.add(first_delivery());
+  REQUIRE(reports.size() == 2);
+  const auto& r = reports[0];
+  CHECK(r.step == 0);
+  CHECK_FALSE(r.kernels_measured);
+  CHECK(r.total.span_ns == 9000);
+  CHECK(r.total.window_ns == -1);
+  CHECK(r.total.kernel_count == 0);
+  CHECK(r.peak_allocated_bytes == 111);
+  CHECK(r.peak_reserved_bytes == 222);
+  CHECK(r.dropped_records == 3);
+  REQUIRE(r.phases.size() == 1);  // one entry per (phase, micro-batch), its scopes summed
+  CHECK(r.phases[0].facts.span_ns == 5000);
+  CHECK(r.phases[0].facts.window_ns == -1);
+  CHECK(r.phases[0].kernels.empty());
+}
+
+TEST_CASE("recorded steps: kernels and windows from markers, span_ns from the same events as every step",
+          "[stage]") {
+  attribution_stage stage;
+  int rounds = 0;
+  stage.set_round_tap([&](const attribution_input& in, const attribution_output&) {
+    ++rounds;
+    CHECK(in.spans.size() == 2);  // the recorded step only
+    CHECK(in.markers.size() == 4);
+  });
+  const auto reports = stage.add(first_delivery());
+  REQUIRE(reports.size() == 2);
+  CHECK(rounds == 1);
+  const auto& r = reports[1];
+  CHECK(r.step == 1);
+  CHECK(r.kernels_measured);
+  CHECK(r.total.span_ns == 8000);  // events, not the markers' 1900 - 1210
+  CHECK(r.total.kernel_count == 1);
+  const auto* f = forward_of(r);
+  REQUIRE(f);
+  CHECK(f->facts.span_ns == 5000);
+  CHECK(f->facts.kernel_count == 1);
+  CHECK(f->facts.kernel_ns == 100);
+  CHECK(f->facts.window_ns == 1600 - 1310);  // end marker's begin - begin marker's end
+  CHECK(f->facts.busy_ns == 100);
+  CHECK(f->facts.busy_ns + f->facts.idle_ns == f->facts.window_ns);
+  REQUIRE(f->kernels.size() == 1);
+  CHECK(f->kernels[0].name == "gemm");
+  CHECK(stage.leftover_records() == 1);  // the kernel launched after step 1 waits for step 2
+}
+
+TEST_CASE("leftover records wait through unrecorded rounds and land in the next recorded step", "[stage]") {
+  attribution_stage stage;
+  int rounds = 0;
+  stage.set_round_tap([&](const attribution_input&, const attribution_output&) { ++rounds; });
+  stage.add(first_delivery());
+  REQUIRE(stage.leftover_records() == 1);
+
+  gpu_delivery quiet;  // an unrecorded step in between: no attribution round, leftovers kept
+  step_activity u;
+  u.step = 2;
+  u.spans = {timed(span(phase_kind::step, "step", 2, 2100, 2200), 700)};
+  quiet.steps = {u};
+  const auto q = stage.add(quiet);
+  REQUIRE(q.size() == 1);
+  CHECK_FALSE(q[0].kernels_measured);
+  CHECK(q[0].total.span_ns == 700);
+  CHECK(rounds == 1);
+  CHECK(stage.leftover_records() == 1);
+
+  gpu_delivery next;  // step 3 recorded, no events: span_ns from its markers
+  step_activity s3;
+  s3.step = 3;
+  s3.recorded = true;
+  s3.spans = {timed(span(phase_kind::step, "step", 3, 3000, 4000), -1, 5, 8),
+              timed(span(phase_kind::forward, "forward", 3, 3100, 3500), -1, 6, 7)};
+  next.steps = {s3};
+  next.markers = {marker(5, 2400, 2410), marker(6, 2450, 2460), marker(7, 2700, 2710), marker(8, 2800, 2810)};
+  const auto reports = stage.add(next);
+  REQUIRE(reports.size() == 1);
+  CHECK(rounds == 2);
+  const auto& r = reports[0];
+  CHECK(r.kernels_measured);
+  CHECK(r.total.span_ns == 2800 - 2410);
+  const auto* f = forward_of(r);
+  REQUIRE(f);
+  CHECK(f->facts.kernel_count == 1);  // the leftover kernel, [2500, 2600]
+  CHECK(f->facts.span_ns == 2700 - 2460);
+  CHECK(f->facts.window_ns == 2700 - 2460);
+  CHECK(f->facts.busy_ns == 100);
+  CHECK(stage.leftover_records() == 0);
+  CHECK(stage.leftover_markers() == 0);
+}
+
+TEST_CASE("at the end of the run, records no step can claim are counted as unattributed", "[stage]") {
+  attribution_stage stage;
+  stage.add(first_delivery());
+  REQUIRE(stage.leftover_records() == 1);
+  gpu_delivery last;
+  last.final = true;
+  step_activity u;
+  u.step = 2;
+  u.spans = {timed(span(phase_kind::step, "step", 2, 2100, 2200), 700)};
+  last.steps = {u};
+  const auto reports = stage.add(last);
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].unattributed_kernels == 1);
+  CHECK(stage.leftover_records() == 0);
+}
+
+TEST_CASE("activities for the trace are kept only when asked", "[stage]") {
+  attribution_stage stage;
+  auto reports = stage.add(first_delivery());
+  CHECK(reports[1].activities.empty());
+  attribution_stage keeping;
+  keeping.keep_activities(true);
+  reports = keeping.add(first_delivery());
+  REQUIRE(reports[1].activities.size() == 1);
+  CHECK(std::string(reports[1].activities[0].name) == "gemm");
+  CHECK(std::string(reports[1].activities[0].phase_name) == "forward");
+  CHECK(reports[1].activities[0].step == 1);
+}
