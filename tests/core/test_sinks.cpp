@@ -1,10 +1,12 @@
-// Outputs parsed back: JSON summary, step JSONL, Chrome trace; failures reported once.
+// Outputs parsed back: terminal table, JSON summary, step JSONL, Chrome trace; failures reported once.
+// The GPU figures are checked on mixed_run.hpp's hand-made run against its hand-computed values.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <sstream>
 
+#include "mixed_run.hpp"
 #include "test_helpers.hpp"
 
 using namespace traceml;
@@ -42,7 +44,7 @@ std::string slurp(const std::string& path) {
 TEST_CASE("the JSON summary parses back and carries the summary's numbers", "[sinks][json]") {
   const auto run = sample_run();
   const json doc = json::parse(json_summary({run, run}));
-  CHECK(doc["schema"] == "traceml.summary/1");
+  CHECK(doc["schema"] == "traceml.summary/2");
   REQUIRE(doc["runs"].size() == 2);
   const auto& r = doc["runs"][0];
   CHECK(r["name"] == "1x4");
@@ -73,6 +75,171 @@ TEST_CASE("a step JSONL line is one self-contained JSON object", "[sinks][jsonl]
   CHECK(j["step"] == 2);
   CHECK(j["wall_ms"].get<double>() == Approx(12));
   CHECK(j["phases"].size() == 2);
+}
+
+namespace {
+/// The cells of the table row that starts with `name` (split on spaces).
+std::vector<std::string> table_row(const std::string& table, const std::string& name) {
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.compare(0, name.size() + 1, name + " ") != 0) continue;
+    std::istringstream cells(line.substr(name.size()));
+    std::vector<std::string> out;
+    for (std::string c; cells >> c;) out.push_back(c);
+    return out;
+  }
+  return {};
+}
+
+/// Checks that a JSON kernel_summary object holds busy + idle = window and shares in [0, 1].
+void check_kernel_summary(const json& k) {
+  const double window = k["window_ms"]["mean"].get<double>();
+  CHECK(k["busy_ms"]["mean"].get<double>() + k["idle_ms"]["mean"].get<double>() == Approx(window));
+  for (const char* f : {"wall_ms", "window_ms", "kernel_ms", "busy_ms", "idle_ms"}) CHECK(k[f]["count"] == k["steps"]);
+  for (const char* f : {"busy_share", "idle_share"}) {
+    CHECK(k[f].get<double>() >= 0);
+    CHECK(k[f].get<double>() <= 1);
+  }
+  CHECK(k["busy_share"].get<double>() + k["idle_share"].get<double>() == Approx(window > 0 ? 1 : 0));
+}
+}  // namespace
+
+TEST_CASE("the table prints each GPU figure over its own steps and says which", "[sinks][table]") {
+  const auto table = format_table(traceml_test::mixed_run());
+  // mean median p10 p90 min max std share | gpu ms | kernel ms busy% idle% kernels/step
+  const auto fwd = table_row(table, "forward");
+  REQUIRE(fwd.size() == 13);
+  CHECK(fwd[0] == "8.600");    // wall mean over the 10 measured steps
+  CHECK(fwd[8] == "7.400");    // GPU time (events) over the same 10 steps
+  CHECK(fwd[9] == "4.800");    // kernel time of the recorded step: 2 x (60 x 30 + 40 x 15) us
+  CHECK(fwd[10] == "54.5");    // busy 6 of an 11 ms window
+  CHECK(fwd[11] == "45.5");    // idle 5 of 11
+  CHECK(fwd[12] == "200");     // launches per recorded step
+  const auto eval = table_row(table, "eval");  // 2 of 10 steps, never on the recorded one
+  REQUIRE(eval.size() == 13);
+  CHECK(eval[0] == "0.800");
+  CHECK(eval[8] == "0.700");   // 2 x 3.5 / 10
+  CHECK(eval[9] == "-");       // no kernel figures: zeros would read "no kernels"
+  CHECK(eval[10] == "-");
+  const auto step = table_row(table, "step");
+  REQUIRE(step.size() == 13);
+  CHECK(step[0] == "26.100");
+  CHECK(step[8] == "22.300");  // (20.5 x 7 + 24 x 2 + 31.5) / 10
+  CHECK(step[9] == "16.200");
+  CHECK(step[10] == "58.7");   // 18.5 of 31.5
+  CHECK(step[11] == "41.3");
+  CHECK(step[12] == "510");
+  CHECK(table.find("wall: 10 steps; gpu ms: 10 of 10 steps (CUDA events); kernel ms, busy/idle % of the GPU window, "
+                   "kernels/step: 1 of 10 steps (recorded, CUPTI); recording cost +45.8% per recorded step "
+                   "(median recorded vs untraced step)\n") != std::string::npos);
+  SECTION("every busy and idle share is within [0, 100]") {
+    for (const char* name : {"dataloader", "forward", "backward", "optimizer", "step"}) {
+      const auto row = table_row(table, name);
+      REQUIRE(row.size() == 13);
+      for (int i : {10, 11}) {
+        INFO(name << " column " << i);
+        CHECK(std::stod(row[i]) >= 0);
+        CHECK(std::stod(row[i]) <= 100);
+      }
+      CHECK(std::stod(row[10]) + std::stod(row[11]) == Approx(100).margin(0.11));
+    }
+  }
+  SECTION("without a GPU source: no GPU columns, no footer") {
+    const auto cpu = format_table(sample_run());
+    CHECK(cpu.find("gpu ms") == std::string::npos);
+    CHECK(cpu.find("busy %") == std::string::npos);
+    CHECK(cpu.find("wall:") == std::string::npos);
+  }
+}
+
+TEST_CASE("the JSON summary carries every sample set with its count", "[sinks][json]") {
+  const json doc = json::parse(json_summary({traceml_test::mixed_run()}));
+  const auto& s = doc["runs"][0]["summary"];
+  CHECK(s["step_ms"]["count"] == 10);
+  CHECK(s["step_ms"]["mean"].get<double>() == Approx(26.1));
+  const auto& fwd = s["phases"][1];
+  REQUIRE(fwd["name"] == "forward");
+  CHECK(fwd["wall_ms"]["count"] == 10);
+  CHECK(fwd["wall_ms"]["mean"].get<double>() == Approx(8.6));
+  CHECK(fwd["gpu_ms"]["count"] == 10);
+  CHECK(fwd["gpu_ms"]["mean"].get<double>() == Approx(7.4));
+  const auto& k = fwd["kernels"];
+  CHECK(k["steps"] == 1);
+  CHECK(k["wall_ms"]["mean"].get<double>() == Approx(12));
+  CHECK(k["window_ms"]["mean"].get<double>() == Approx(11));
+  CHECK(k["busy_ms"]["mean"].get<double>() == Approx(6));
+  CHECK(k["idle_ms"]["mean"].get<double>() == Approx(5));
+  CHECK(k["busy_share"].get<double>() == Approx(6.0 / 11));
+  CHECK(k["kernels_per_step"].get<double>() == Approx(200));
+  CHECK(k["kernels_per_microbatch"].get<double>() == Approx(100));
+  CHECK(k["mean_kernel_us"].get<double>() == Approx(24));  // 4.8 ms over 200 launches
+  REQUIRE(k["top_kernels"].size() == 2);
+  CHECK(k["top_kernels"][0]["name"] == "gemm");
+  CHECK(k["top_kernels"][0]["launches_per_step"].get<double>() == Approx(120));
+  CHECK(k["top_kernels"][0]["ms_per_step"].get<double>() == Approx(3.6));
+  CHECK(fwd["baseline"]["wall_ms"].get<double>() == Approx(8));
+  CHECK(fwd["baseline"]["gpu_ms"].get<double>() == Approx(7));
+  const auto& eval = s["phases"][4];
+  REQUIRE(eval["name"] == "eval");
+  CHECK(eval["wall_ms"]["mean"].get<double>() == Approx(0.8));
+  CHECK_FALSE(eval.contains("kernels"));
+  CHECK(eval["baseline"]["gpu_ms"].get<double>() == Approx(0.875));
+  for (const auto& p : s["phases"])
+    if (p.contains("kernels")) check_kernel_summary(p["kernels"]);
+  const auto& g = s["gpu"];
+  CHECK(g["step_gpu_ms"]["count"] == 10);
+  CHECK(g["step_gpu_ms"]["mean"].get<double>() == Approx(22.3));
+  CHECK(g["step_kernels"]["steps"] == 1);
+  CHECK(g["step_kernels"]["window_ms"]["mean"].get<double>() == Approx(31.5));
+  CHECK(g["step_kernels"]["busy_ms"]["mean"].get<double>() == Approx(18.5));
+  check_kernel_summary(g["step_kernels"]);
+  CHECK(s["recording"]["recorded_steps"] == 1);
+  CHECK(s["recording"]["recorded_step_ms"].get<double>() == Approx(35));
+  CHECK(s["recording"]["untraced_step_ms"].get<double>() == Approx(24));
+  CHECK(s["recording"]["cost"].get<double>() == Approx(35.0 / 24 - 1));
+  CHECK(s["baseline"]["steps"] == 8);
+  CHECK(s["baseline"]["untraced"] == true);
+  CHECK(s["baseline"]["step_ms"].get<double>() == Approx(25));
+
+  SECTION("no recorded step: no kernel objects, the cost is null") {
+    const json cpu = json::parse(json_summary({sample_run()}))["runs"][0]["summary"];
+    CHECK(cpu["recording"]["cost"].is_null());
+    CHECK_FALSE(cpu["gpu"].contains("step_kernels"));
+    CHECK_FALSE(cpu["phases"][0].contains("kernels"));
+    CHECK_FALSE(cpu["phases"][0].contains("gpu_ms"));
+  }
+}
+
+TEST_CASE("a JSONL line has kernel fields only for a recorded step, busy + idle = window", "[sinks][jsonl]") {
+  const auto run = traceml_test::mixed_run();
+  const json rec = json::parse(step_jsonl_line("mixed", run.steps[5]));
+  const auto& g = rec["gpu"];
+  CHECK(g["kernels_measured"] == true);
+  CHECK(g["gpu_span_ms"].get<double>() == Approx(31.5));
+  CHECK(g["window_ms"].get<double>() == Approx(31.5));
+  CHECK(g["busy_ms"].get<double>() == Approx(18.5));
+  CHECK(g["idle_ms"].get<double>() == Approx(13));
+  CHECK(g["kernel_count"] == 510);
+  for (const auto& p : g["phases"])
+    CHECK(p["busy_ms"].get<double>() + p["idle_ms"].get<double>() == Approx(p["window_ms"].get<double>()));
+  const auto& fwd = g["phases"][1];
+  REQUIRE(fwd["name"] == "forward");
+  CHECK(fwd["microbatch"] == 0);
+  CHECK(fwd["window_ms"].get<double>() == Approx(5.5));
+  CHECK(fwd["busy_ms"].get<double>() == Approx(3));
+  REQUIRE(fwd["kernels"].size() == 2);
+  CHECK(fwd["kernels"][0]["name"] == "gemm");
+  CHECK(fwd["kernels"][0]["count"] == 60);
+  CHECK(fwd["kernels"][0]["total_ms"].get<double>() == Approx(1.8));
+
+  const json plain = json::parse(step_jsonl_line("mixed", run.steps[4]));
+  const auto& u = plain["gpu"];
+  CHECK(u["kernels_measured"] == false);
+  CHECK(u["gpu_span_ms"].get<double>() == Approx(20.5));
+  for (const char* f : {"window_ms", "busy_ms", "idle_ms", "kernel_ms", "kernel_count", "memcpy_ms"})
+    CHECK_FALSE(u.contains(f));  // not measured, so not written as zeros
+  CHECK(u["phases"][1]["gpu_span_ms"].get<double>() == Approx(3.5));
+  CHECK_FALSE(u["phases"][1].contains("kernels"));
 }
 
 TEST_CASE("the Chrome trace parses and has CPU spans, GPU tracks and launch flows", "[sinks][trace]") {
