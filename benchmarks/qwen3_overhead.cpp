@@ -3,14 +3,15 @@
 //   off        the trainer with no profiler (its callback list holds only this benchmark's clock)
 //   cpu        profiler attached, no GPU source (phase timing on the CPU)
 //   events     profiler + CUDA-event phase timing (no CUPTI)
-//   cupti      profiler + CUPTI kernel attribution on every step
+//   cupti      profiler + CUPTI kernel attribution on every step (every cupti mode also times each
+//              phase with CUDA events on every step, as make_best_gpu_source does; +noevents: not)
 //   cupti/N    profiler + CUPTI records on one step in N (cupti_options::sample_every)
 //   cupti@B    profiler + CUPTI records on the steps an overhead budget of B percent allows (the
 //              default of make_best_gpu_source is cupti@0.5); its blocks are --budget-block steps long,
 //              since the budget is kept over a run, not over a few steps
 //   M+V        a mode with a part switched off, to locate a cost: +nomemory (no memory sampler),
 //              and for CUPTI +nomarkers (no boundary markers), +noclock (CUPTI's own clock, mapped),
-//              +noflush (no periodic flush), +nomemcpy
+//              +noflush (no periodic flush), +nomemcpy, +noevents (no CUDA-event phase timing)
 // The profiler's own work at step begin and end on the training thread is timed too (callbacks
 // just before and after it), the part of its cost that no GPU overlap can hide.
 // A step is timed from its on_step_begin to the next one's (the profiler's step-end work included);
@@ -113,7 +114,7 @@ struct mode {
   bool events = false, profiler = false;
   double budget = 0;     // cupti@B: overhead budget (share)
   bool memory = true;    // +nomemory
-  traceml::cupti_options cupti;  // variants: +nomarkers +noclock +noflush +nomemcpy
+  traceml::cupti_options cupti;  // variants: +nomarkers +noclock +noflush +nomemcpy +noevents
 };
 
 mode parse_mode(std::string s) {
@@ -132,7 +133,9 @@ mode parse_mode(std::string s) {
     else if (v == "noclock") m.cupti.timestamp_callback = false;
     else if (v == "noflush") m.cupti.flush_period_ms = 0;
     else if (v == "nomemcpy") m.cupti.memcpy = false;
-    else throw std::invalid_argument("unknown variant '+" + v + "' (nomemory, nomarkers, noclock, noflush, nomemcpy)");
+    else if (v == "noevents") m.cupti.phase_events = false;
+    else throw std::invalid_argument("unknown variant '+" + v +
+                                     "' (nomemory, nomarkers, noclock, noflush, nomemcpy, noevents)");
     if (s.rfind("cupti", 0) != 0) throw std::invalid_argument("variants apply to cupti modes only: " + m.name);
   }
   if (s == "off") return m;
@@ -162,9 +165,9 @@ mode parse_mode(std::string s) {
 struct mode_result {
   std::vector<double> counted;                 // every counted step, ms
   std::vector<double> block_means;             // per round
-  std::vector<double> sampled, unsampled;      // cupti/N: counted steps by whether CUPTI recorded them
+  std::vector<double> sampled, unsampled;      // cupti/N, cupti@B: counted steps by their report's kernels_measured
   std::vector<double> hook_us;                 // the profiler's step begin + end work, per step
-  std::uint64_t recorded_steps = 0, steps = 0;
+  std::uint64_t recorded_steps = 0, steps = 0, timed_steps = 0;  // timed: the step's GPU span measured
   std::uint64_t kernels = 0, attributed = 0, dropped = 0, gpu_steps = 0, switches = 0;
   std::int64_t switch_ns = 0;
   std::string status, unavailable;
@@ -313,9 +316,12 @@ int main(int argc, char** argv) {
           if (prof) {
             const auto& result = prof->finish();
             out.status = result.summary.gpu_status;
+            // Which steps were recorded: the reports say so (kernels_measured); every other step
+            // carries only the CUDA events' GPU time.
             std::set<std::int32_t> recorded;
             for (const auto& s : result.steps) {
               ++out.steps;
+              if (s.gpu && s.gpu->total.span_ns >= 0) ++out.timed_steps;
               if (!s.gpu || !s.gpu->kernels_measured) continue;
               ++out.recorded_steps;
               recorded.insert(s.step);
@@ -368,6 +374,9 @@ int main(int argc, char** argv) {
           // free of block-to-block drift (which long blocks of a CPU-bound loop show).
           std::printf("  %-9s   against its own unrecorded steps: %+.2f%%\n", "",
                       100.0 * (mean(m.counted) / mean(m.unsampled) - 1.0));
+        if (md.profiler && (md.events || md.sample_every > 0))
+          std::printf("  %-9s   GPU time of the step measured on %llu of %llu steps\n", "",
+                      static_cast<unsigned long long>(m.timed_steps), static_cast<unsigned long long>(m.steps));
         if (md.sample_every > 0)
           std::printf("  %-9s   %.0f kernels per recorded step, %.4f%% attributed to a phase, %llu records dropped\n", "",
                       m.gpu_steps ? static_cast<double>(m.kernels) / static_cast<double>(m.gpu_steps) : 0.0,
