@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "traceml/config.hpp"
 #include "traceml/detail/intervals.hpp"
 #include "traceml/gpu/gpu_facts.hpp"
+#include "traceml/phase_key.hpp"
 #include "traceml/phase_kind.hpp"
 #include "traceml/record.hpp"
 #include "traceml/stats.hpp"
@@ -117,6 +119,7 @@ struct recording_summary {
 struct run_summary {
   std::size_t steps = 0;          ///< steps recorded
   std::size_t warmup_steps = 0;   ///< excluded from the statistics
+  double total_wall_ms = 0;       ///< every step's wall time summed, warm-up included
   summary_stats step_ms;          ///< every measured step; step_ms.count is their number
   summary_stats residual_ms;
   std::vector<phase_summary> phases;
@@ -190,225 +193,330 @@ namespace detail {
 
 inline double ms(std::int64_t ns) noexcept { return static_cast<double>(ns) / 1e6; }
 
-template <class F>
-void for_phase_entries(const step_gpu_report& g, phase_kind kind, const std::string& name, F&& f) {
-  for (const auto& e : g.phases)
-    if (e.kind == kind && name == e.name) f(e);
-}
-
-/// The kernel-record figures over `steps` (all recorded), from per-step facts `facts_of(step)` and
-/// kernel lists `kernels_of(step, into)`.
-template <class FactsOf, class KernelsOf>
-kernel_summary summarize_kernels(const std::vector<const step_result*>& steps, FactsOf&& facts_of, KernelsOf&& kernels_of) {
-  kernel_summary k;
-  k.steps = steps.size();
-  std::vector<double> wall, window, kernel, busy, idle;
-  double launches = 0, entries = 0, kernel_total = 0, busy_total = 0, idle_total = 0, window_total = 0;
-  std::vector<kernel_stat> merged;
-  for (const step_result* st : steps) {
-    double wall_ms = 0, step_entries = 0;
-    const gpu_facts f = facts_of(*st, wall_ms, step_entries);
-    const std::int64_t win = std::max<std::int64_t>(f.window_ns, 0);
-    wall.push_back(wall_ms);
-    window.push_back(ms(win));
-    kernel.push_back(ms(f.kernel_ns));
-    busy.push_back(ms(f.busy_ns));
-    idle.push_back(ms(f.idle_ns));
-    launches += static_cast<double>(f.kernel_count);
-    entries += step_entries;
-    kernel_total += static_cast<double>(f.kernel_ns);
-    busy_total += static_cast<double>(f.busy_ns);
-    idle_total += static_cast<double>(f.idle_ns);
-    window_total += static_cast<double>(win);
-    kernels_of(*st, merged);
+/// Kernel-record figures of one phase (or the step) over the recorded steps, as they stream in.
+class kernel_accumulator {
+ public:
+  /// One recorded step: the phase's wall time there, its facts (micro-batches summed), its micro-batch
+  /// occurrences and its kernels. A recorded step without the phase is add(0, {}, 0, {}).
+  void add(double wall_ms, const gpu_facts& f, double entries, const std::vector<kernel_stat>& kernels) {
+    const std::int64_t window = std::max<std::int64_t>(f.window_ns, 0);
+    ++steps_;
+    wall_.add(wall_ms);
+    window_.add(ms(window));
+    kernel_.add(ms(f.kernel_ns));
+    busy_.add(ms(f.busy_ns));
+    idle_.add(ms(f.idle_ns));
+    launches_ += static_cast<double>(f.kernel_count);
+    entries_ += entries;
+    kernel_total_ += static_cast<double>(f.kernel_ns);
+    busy_total_ += static_cast<double>(f.busy_ns);
+    idle_total_ += static_cast<double>(f.idle_ns);
+    window_total_ += static_cast<double>(window);
+    merge_kernels(kernels_, kernels);  // every name kept: a kernel 11th on every step can be 1st of the run
   }
-  k.wall_ms = summarize(wall);
-  k.window_ms = summarize(window);
-  k.kernel_ms = summarize(kernel);
-  k.busy_ms = summarize(busy);
-  k.idle_ms = summarize(idle);
-  if (window_total > 0) {
-    k.busy_share = std::clamp(busy_total / window_total, 0.0, 1.0);
-    k.idle_share = std::clamp(idle_total / window_total, 0.0, 1.0);
-  }
-  const double n = static_cast<double>(std::max<std::size_t>(k.steps, 1));
-  k.kernels_per_step = launches / n;
-  k.kernels_per_microbatch = entries > 0 ? launches / entries : 0;
-  k.mean_kernel_us = launches > 0 ? kernel_total / launches / 1e3 : 0;
-  sort_kernels(merged);  // truncated only now, after every step was merged
-  if (merged.size() > top_kernel_count) merged.resize(top_kernel_count);
-  for (const auto& m : merged)
-    k.top_kernels.push_back(kernel_figure{m.name, m.count, static_cast<double>(m.count) / n, ms(m.total_ns) / n,
-                                          m.count ? static_cast<double>(m.total_ns) / static_cast<double>(m.count) / 1e3 : 0});
-  return k;
-}
 
-inline double mean_of(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0 : s / static_cast<double>(v.size());
+  kernel_summary summary() const {
+    kernel_summary k;
+    k.steps = static_cast<std::size_t>(steps_);
+    k.wall_ms = wall_.summary();
+    k.window_ms = window_.summary();
+    k.kernel_ms = kernel_.summary();
+    k.busy_ms = busy_.summary();
+    k.idle_ms = idle_.summary();
+    if (window_total_ > 0) {
+      k.busy_share = std::clamp(busy_total_ / window_total_, 0.0, 1.0);
+      k.idle_share = std::clamp(idle_total_ / window_total_, 0.0, 1.0);
+    }
+    const double n = static_cast<double>(std::max<std::uint64_t>(steps_, 1));
+    k.kernels_per_step = launches_ / n;
+    k.kernels_per_microbatch = entries_ > 0 ? launches_ / entries_ : 0;
+    k.mean_kernel_us = launches_ > 0 ? kernel_total_ / launches_ / 1e3 : 0;
+    auto merged = kernels_;
+    sort_kernels(merged);  // truncated only now, after every step was merged
+    if (merged.size() > top_kernel_count) merged.resize(top_kernel_count);
+    for (const auto& m : merged)
+      k.top_kernels.push_back(kernel_figure{m.name, m.count, static_cast<double>(m.count) / n, ms(m.total_ns) / n,
+                                            m.count ? static_cast<double>(m.total_ns) / static_cast<double>(m.count) / 1e3 : 0});
+    return k;
+  }
+
+ private:
+  std::uint64_t steps_ = 0;
+  running_stats wall_, window_, kernel_, busy_, idle_;
+  double launches_ = 0, entries_ = 0, kernel_total_ = 0, busy_total_ = 0, idle_total_ = 0, window_total_ = 0;
+  std::vector<kernel_stat> kernels_;
+};
+
+/// How many steps of each sample set have been folded so far: a phase that appears late gets zeros
+/// for the steps of each set it missed, so that "absent" counts as 0 ms everywhere.
+struct set_counts {
+  std::uint64_t measured = 0, timed = 0, baseline = 0, baseline_timed = 0, recorded = 0;
+};
+
+/// One phase's statistics as steps stream in.
+struct phase_accumulator {
+  phase_summary head;  // kind, name, top_level
+  set_counts seen;
+  running_stats wall, gpu;
+  double baseline_wall = 0, baseline_gpu = 0;  // sums over the baseline steps
+  std::uint64_t baseline_gpu_steps = 0;
+  double all_wall = 0, all_gpu = 0;            // sums over every measured step (when all were recorded)
+  std::uint64_t all_gpu_steps = 0;
+  kernel_accumulator kernels;
+  bool ran_recorded = false;
+
+  /// Zeros for every step folded before this phase was known.
+  void backfill(const set_counts& now) {
+    wall.add(0, now.measured - seen.measured);
+    gpu.add(0, now.timed - seen.timed);
+    baseline_gpu_steps += now.baseline_timed - seen.baseline_timed;
+    all_gpu_steps += now.timed - seen.timed;
+    for (auto n = seen.recorded; n < now.recorded; ++n) kernels.add(0, gpu_facts{}, 0, {});
+    seen = now;
+  }
+};
+
+/// The phase's GPU facts on one step, its micro-batches summed; `any` false when it has no entry.
+struct phase_on_step {
+  gpu_facts facts;
+  bool any = false, span_known = true;
+  double entries = 0;
+  std::vector<kernel_stat> kernels;
+};
+
+inline phase_on_step gpu_of_phase(const step_gpu_report& g, phase_kind kind, const std::string& name) {
+  phase_on_step out;
+  out.facts.window_ns = 0;
+  for (const auto& e : g.phases) {
+    if (e.kind != kind || name != e.name) continue;
+    out.any = true;
+    out.span_known = out.span_known && e.facts.span_ns >= 0;
+    out.facts += e.facts;
+    if (e.microbatch >= 0) out.entries += 1;
+    merge_kernels(out.kernels, e.kernels);
+  }
+  return out;
 }
 
 }  // namespace detail
 
-/// Statistics over steps[warmup..]; tokens/samples per step give throughput (0 = unknown). Every
-/// derived figure is computed here, once, over the steps it rests on; sinks only format.
-inline run_summary summarize_run(const std::vector<step_result>& steps, std::size_t requested_warmup,
-                                 double tokens_per_step = 0, double samples_per_step = 0) {
-  using detail::ms;
-  run_summary s;
-  s.steps = steps.size();
-  s.warmup_steps = effective_warmup(requested_warmup, steps.size());
+/// Builds a run_summary one step at a time, in memory that does not grow with the run: every figure
+/// is a running_stats (exact quantiles up to exact_quantile_limit steps, a sketch beyond). Steps are
+/// added in order; the first 2 x warm-up steps wait until the run is long enough to know how many of
+/// them are warm-up (never more than half the run). Every derived figure is computed here, once, over
+/// the steps it rests on; sinks only format.
+class run_accumulator {
+ public:
+  explicit run_accumulator(std::size_t requested_warmup = 0, double tokens_per_step = 0, double samples_per_step = 0)
+      : warmup_(requested_warmup), tokens_(tokens_per_step), samples_(samples_per_step) {}
 
-  // The three sample sets: every measured step; the recorded ones (kernel records); the baseline
-  // (neither recorded nor right after a recorded step).
-  std::vector<const step_result*> measured, recorded, baseline;
-  for (std::size_t i = s.warmup_steps; i < steps.size(); ++i) {
-    const step_result& st = steps[i];
-    measured.push_back(&st);
-    const bool rec = st.gpu && st.gpu->kernels_measured;
-    const bool after = i > 0 && steps[i - 1].gpu && steps[i - 1].gpu->kernels_measured;
-    if (rec) recorded.push_back(&st);
-    else if (!after) baseline.push_back(&st);
-  }
-  s.baseline.untraced = !baseline.empty() || measured.empty();
-  if (baseline.empty()) baseline = measured;  // every step recorded: the only consistent set left
-
-  std::vector<double> step_ms, residual_ms;
-  for (const auto* st : measured) {
-    step_ms.push_back(st->wall_ms);
-    residual_ms.push_back(st->residual_ms);
-  }
-  s.step_ms = summarize(step_ms);
-  s.residual_ms = summarize(residual_ms);
-  if (s.step_ms.mean > 0) {
-    s.tokens_per_s = tokens_per_step * 1e3 / s.step_ms.mean;
-    s.samples_per_s = samples_per_step * 1e3 / s.step_ms.mean;
-  }
-  {
-    std::vector<double> b_step, b_residual;
-    for (const auto* st : baseline) {
-      b_step.push_back(st->wall_ms);
-      b_residual.push_back(st->residual_ms);
+  /// One finished step (any order of phases; steps in order).
+  void add(const step_result& st) {
+    register_phases(st);
+    ++steps_;
+    total_wall_ms_ += st.wall_ms;
+    if (st.gpu) dropped_gpu_ += st.gpu->dropped_records;
+    if (steps_ <= 2 * warmup_) {  // warm-up or not: decided once the run has 2 x warm-up steps
+      head_.push_back(st);
+      if (steps_ == 2 * warmup_) flush_head(warmup_);
+      return;
     }
-    s.baseline.steps = baseline.size();
-    s.baseline.step_ms = detail::mean_of(b_step);
-    s.baseline.residual_ms = detail::mean_of(b_residual);
-    s.recording.recorded_steps = recorded.size();
-    if (!recorded.empty()) {
-      std::vector<double> r;
-      for (const auto* st : recorded) r.push_back(st->wall_ms);
-      s.recording.recorded_step_ms = summarize(r).median;
-      if (s.baseline.untraced && !b_step.empty()) {
-        s.recording.untraced_step_ms = summarize(b_step).median;
+    fold(st, /*measured=*/true);
+  }
+
+  std::size_t steps() const noexcept { return static_cast<std::size_t>(steps_); }
+
+  /// The summary of the steps added so far.
+  run_summary summary() const {
+    if (!head_.empty()) {  // a short run: its warm-up is half of it
+      run_accumulator copy = *this;
+      copy.flush_head(effective_warmup(warmup_, static_cast<std::size_t>(steps_)));
+      return copy.summary();
+    }
+    run_summary s;
+    s.steps = static_cast<std::size_t>(steps_);
+    s.warmup_steps = static_cast<std::size_t>(warmup_steps_);
+    s.total_wall_ms = total_wall_ms_;
+    s.step_ms = step_.summary();
+    s.residual_ms = residual_.summary();
+    if (s.step_ms.mean > 0) {
+      s.tokens_per_s = tokens_ * 1e3 / s.step_ms.mean;
+      s.samples_per_s = samples_ * 1e3 / s.step_ms.mean;
+    }
+    if (step_gpu_.count()) s.step_gpu_ms = step_gpu_.summary();
+    if (count_.recorded) s.step_kernels = step_kernels_.summary();
+    summarize_sets(s);
+    for (const auto& pa : phases_) s.phases.push_back(phase_result(pa));
+    s.peak_allocated_bytes = peak_allocated_;
+    s.peak_reserved_bytes = peak_reserved_;
+    s.unattributed_kernels = unattributed_;
+    s.dropped_gpu_records = dropped_gpu_;
+    return s;
+  }
+
+ private:
+  static bool recorded(const step_result& st) { return st.gpu && st.gpu->kernels_measured; }
+
+  /// Phase order: first appearance over all steps, warm-up included, so that the table keeps the
+  /// loop's order even when a phase first appears late.
+  void register_phases(const step_result& st) {
+    for (const auto& p : st.phases) {
+      auto it = index_.find(phase_key{p.kind, p.name});
+      if (it == index_.end()) {
+        phase_accumulator pa;
+        pa.head.kind = p.kind;
+        pa.head.name = p.name;
+        pa.head.top_level = p.top_level;
+        pa.backfill(count_);
+        index_.emplace(phase_key{p.kind, p.name}, phases_.size());
+        phases_.push_back(std::move(pa));
+      } else {
+        phases_[it->second].head.top_level = phases_[it->second].head.top_level && p.top_level;
+      }
+    }
+  }
+
+  void flush_head(std::uint64_t warmup) {
+    warmup_steps_ = warmup;
+    for (std::size_t i = 0; i < head_.size(); ++i) fold(head_[i], i >= warmup);
+    head_.clear();
+  }
+
+  /// One step into the sample sets: measured (after warm-up), recorded (kernel records), baseline
+  /// (measured, neither recorded nor right after a recorded step).
+  void fold(const step_result& st, bool measured) {
+    const bool rec = recorded(st), after = previous_recorded_;
+    previous_recorded_ = rec;
+    if (!measured) return;
+    const bool timed = st.gpu && st.gpu->total.span_ns >= 0;
+    const bool base = !rec && !after;
+    step_.add(st.wall_ms);
+    residual_.add(st.residual_ms);
+    if (timed) step_gpu_.add(ms(st.gpu->total.span_ns));
+    if (st.gpu) {
+      peak_allocated_ = std::max(peak_allocated_, st.gpu->peak_allocated_bytes);
+      peak_reserved_ = std::max(peak_reserved_, st.gpu->peak_reserved_bytes);
+      unattributed_ += st.gpu->unattributed_kernels;
+    }
+    if (rec) {
+      recorded_step_.add(st.wall_ms);
+      std::vector<kernel_stat> all;
+      for (const auto& p : st.gpu->phases) merge_kernels(all, p.kernels);
+      step_kernels_.add(st.wall_ms, st.gpu->total, 0, all);
+    }
+    if (base) {
+      baseline_step_.add(st.wall_ms);
+      baseline_residual_ += st.residual_ms;
+    }
+    // Also every measured step, for the baseline of a run whose every step was recorded.
+    all_residual_ += st.residual_ms;
+    for (auto& pa : phases_) fold_phase(pa, st, timed, base, rec);
+    ++count_.measured;
+    count_.timed += timed;
+    count_.baseline += base;
+    count_.baseline_timed += base && timed;
+    count_.recorded += rec;
+  }
+
+  void fold_phase(detail::phase_accumulator& pa, const step_result& st, bool timed, bool base, bool rec) {
+    const phase_time* p = st.find(pa.head.kind, pa.head.name);
+    const double wall = p ? p->wall_ms : 0.0;
+    detail::phase_on_step g;
+    if (st.gpu) g = detail::gpu_of_phase(*st.gpu, pa.head.kind, pa.head.name);
+    // GPU time on this step: its own when measured; 0 when absent from a step timed on the GPU.
+    std::optional<double> gpu;
+    if (g.any && g.span_known) gpu = ms(g.facts.span_ns);
+    else if (!g.any && timed) gpu = 0.0;
+    pa.wall.add(wall);
+    if (gpu) pa.gpu.add(*gpu);
+    if (base) {
+      pa.baseline_wall += wall;
+      if (gpu) {
+        pa.baseline_gpu += *gpu;
+        ++pa.baseline_gpu_steps;
+      }
+    }
+    pa.all_wall += wall;
+    if (gpu) {
+      pa.all_gpu += *gpu;
+      ++pa.all_gpu_steps;
+    }
+    if (rec) {
+      pa.ran_recorded = pa.ran_recorded || g.any;
+      pa.kernels.add(wall, g.facts, g.entries, g.kernels);
+    }
+    ++pa.seen.measured;
+    pa.seen.timed += timed;
+    pa.seen.baseline += base;
+    pa.seen.baseline_timed += base && timed;
+    pa.seen.recorded += rec;
+  }
+
+  /// Baseline and recording cost. With every measured step recorded, the baseline is all of them.
+  void summarize_sets(run_summary& s) const {
+    s.recording.recorded_steps = static_cast<std::size_t>(count_.recorded);
+    s.baseline.untraced = count_.baseline > 0 || count_.measured == 0;
+    if (s.baseline.untraced) {
+      s.baseline.steps = static_cast<std::size_t>(count_.baseline);
+      s.baseline.step_ms = baseline_step_.mean();
+      s.baseline.residual_ms = count_.baseline ? baseline_residual_ / static_cast<double>(count_.baseline) : 0;
+    } else {
+      s.baseline.steps = static_cast<std::size_t>(count_.measured);
+      s.baseline.step_ms = step_.mean();
+      s.baseline.residual_ms = all_residual_ / static_cast<double>(count_.measured);
+    }
+    if (count_.recorded) {
+      s.recording.recorded_step_ms = recorded_step_.summary().median;
+      if (s.baseline.untraced && count_.baseline) {
+        s.recording.untraced_step_ms = baseline_step_.summary().median;
         if (s.recording.untraced_step_ms > 0)
           s.recording.cost = s.recording.recorded_step_ms / s.recording.untraced_step_ms - 1.0;
       }
     }
   }
 
-  // Phase keys in order of first appearance over all steps, warm-up included, so the table keeps
-  // the loop's order even when a phase first appears late.
-  for (const auto& st : steps)
-    for (const auto& p : st.phases) {
-      auto it = std::find_if(s.phases.begin(), s.phases.end(),
-                             [&](const phase_summary& x) { return x.kind == p.kind && x.name == p.name; });
-      if (it == s.phases.end()) {
-        phase_summary ps;
-        ps.kind = p.kind;
-        ps.name = p.name;
-        ps.top_level = p.top_level;
-        s.phases.push_back(std::move(ps));
-      } else {
-        it->top_level = it->top_level && p.top_level;
-      }
-    }
-
-  // Step-level GPU figures.
-  {
-    std::vector<double> span;
-    for (const auto* st : measured) {
-      if (!st->gpu) continue;
-      if (st->gpu->total.span_ns >= 0) span.push_back(ms(st->gpu->total.span_ns));
-      s.peak_allocated_bytes = std::max(s.peak_allocated_bytes, st->gpu->peak_allocated_bytes);
-      s.peak_reserved_bytes = std::max(s.peak_reserved_bytes, st->gpu->peak_reserved_bytes);
-      s.unattributed_kernels += st->gpu->unattributed_kernels;
-    }
-    if (!span.empty()) s.step_gpu_ms = summarize(span);
-    if (!recorded.empty())
-      s.step_kernels = detail::summarize_kernels(
-          recorded,
-          [](const step_result& st, double& wall, double&) {
-            wall = st.wall_ms;
-            return st.gpu->total;
-          },
-          [](const step_result& st, std::vector<kernel_stat>& into) {
-            for (const auto& p : st.gpu->phases) merge_kernels(into, p.kernels);
-          });
+  phase_summary phase_result(const detail::phase_accumulator& pa) const {
+    detail::phase_accumulator a = pa;
+    a.backfill(count_);  // a phase registered after the last fold (only in steps still waiting) has zeros
+    phase_summary ps = a.head;
+    ps.wall_ms = a.wall.summary();
+    ps.share = step_.mean() > 0 ? ps.wall_ms.mean / step_.mean() : 0;
+    if (a.gpu.count()) ps.gpu_ms = a.gpu.summary();
+    const bool untraced = count_.baseline > 0;
+    const double n = static_cast<double>(untraced ? count_.baseline : count_.measured);
+    const double gpu_sum = untraced ? a.baseline_gpu : a.all_gpu;
+    const std::uint64_t gpu_steps = untraced ? a.baseline_gpu_steps : a.all_gpu_steps;
+    ps.baseline.wall_ms = n > 0 ? (untraced ? a.baseline_wall : a.all_wall) / n : 0;
+    ps.baseline.gpu_ms = n > 0 && gpu_steps == static_cast<std::uint64_t>(n) ? gpu_sum / n : -1;
+    if (a.ran_recorded) ps.kernels = a.kernels.summary();  // zeros would read as "no kernels"
+    return ps;
   }
-  for (const auto& st : steps)
-    if (st.gpu) s.dropped_gpu_records += st.gpu->dropped_records;
 
-  for (auto& ps : s.phases) {
-    const auto wall_of = [&](const step_result& st) {
-      const phase_time* p = st.find(ps.kind, ps.name);
-      return p ? p->wall_ms : 0.0;
-    };
-    // The phase's GPU time on one step: nullopt when the step has no GPU timing for it.
-    const auto gpu_of = [&](const step_result& st) -> std::optional<double> {
-      if (!st.gpu) return std::nullopt;
-      gpu_facts f;
-      bool any = false, known = true;
-      detail::for_phase_entries(*st.gpu, ps.kind, ps.name, [&](const phase_gpu_facts& e) {
-        any = true;
-        known = known && e.facts.span_ns >= 0;
-        f += e.facts;
-      });
-      if (any) return known ? std::optional<double>(ms(f.span_ns)) : std::nullopt;
-      // Absent from this step: 0 where the step itself was timed on the GPU.
-      return st.gpu->total.span_ns >= 0 ? std::optional<double>(0.0) : std::nullopt;
-    };
-    std::vector<double> wall, gpu;
-    for (const auto* st : measured) {
-      wall.push_back(wall_of(*st));
-      if (auto g = gpu_of(*st)) gpu.push_back(*g);
-    }
-    ps.wall_ms = summarize(wall);
-    ps.share = s.step_ms.mean > 0 ? ps.wall_ms.mean / s.step_ms.mean : 0;
-    if (!gpu.empty()) ps.gpu_ms = summarize(gpu);
+  using phase_accumulator = detail::phase_accumulator;
+  static double ms(std::int64_t ns) noexcept { return detail::ms(ns); }
 
-    std::vector<double> b_wall, b_gpu;
-    for (const auto* st : baseline) {
-      b_wall.push_back(wall_of(*st));
-      if (auto g = gpu_of(*st)) b_gpu.push_back(*g);
-    }
-    ps.baseline.wall_ms = detail::mean_of(b_wall);
-    ps.baseline.gpu_ms = !b_gpu.empty() && b_gpu.size() == baseline.size() ? detail::mean_of(b_gpu) : -1;
+  std::uint64_t warmup_;
+  double tokens_, samples_;
+  std::uint64_t steps_ = 0, warmup_steps_ = 0;
+  double total_wall_ms_ = 0;
+  std::vector<step_result> head_;  // at most 2 x warm-up steps, until the warm-up is known
+  bool previous_recorded_ = false;
+  detail::set_counts count_;
+  running_stats step_, residual_, step_gpu_, recorded_step_, baseline_step_;
+  double baseline_residual_ = 0, all_residual_ = 0;
+  detail::kernel_accumulator step_kernels_;
+  std::vector<phase_accumulator> phases_;
+  std::unordered_map<phase_key, std::size_t, phase_key_hash> index_;
+  std::int64_t peak_allocated_ = -1, peak_reserved_ = -1;
+  std::uint64_t unattributed_ = 0, dropped_gpu_ = 0;
+};
 
-    // Kernel figures only for a phase that ran on a recorded step: zeros would read as "no kernels".
-    const bool ran_recorded = std::any_of(recorded.begin(), recorded.end(), [&](const step_result* st) {
-      return std::any_of(st->gpu->phases.begin(), st->gpu->phases.end(),
-                         [&](const phase_gpu_facts& e) { return e.kind == ps.kind && ps.name == e.name; });
-    });
-    if (ran_recorded)
-      ps.kernels = detail::summarize_kernels(
-          recorded,
-          [&](const step_result& st, double& wall_ms, double& entries) {
-            wall_ms = wall_of(st);
-            gpu_facts f;
-            f.window_ns = 0;
-            detail::for_phase_entries(*st.gpu, ps.kind, ps.name, [&](const phase_gpu_facts& e) {
-              f += e.facts;
-              if (e.microbatch >= 0) entries += 1;
-            });
-            return f;
-          },
-          [&](const step_result& st, std::vector<kernel_stat>& into) {
-            detail::for_phase_entries(*st.gpu, ps.kind, ps.name,
-                                      [&](const phase_gpu_facts& e) { merge_kernels(into, e.kernels); });
-          });
-  }
-  return s;
+/// Statistics over steps[warmup..]; tokens/samples per step give throughput (0 = unknown).
+inline run_summary summarize_run(const std::vector<step_result>& steps, std::size_t requested_warmup,
+                                 double tokens_per_step = 0, double samples_per_step = 0) {
+  run_accumulator acc(requested_warmup, tokens_per_step, samples_per_step);
+  for (const auto& st : steps) acc.add(st);
+  return acc.summary();
 }
 
 TRACEML_END_NAMESPACE

@@ -1,0 +1,169 @@
+// Statistics in bounded memory: the quantile sketch against exact quantiles, running_stats against
+// summarize(), and the run summary of a run longer than the exact-quantile limit.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+
+#include "mixed_run.hpp"
+
+using namespace traceml;
+
+namespace {
+std::vector<double> lognormal(std::size_t n, unsigned seed, double mu = 3, double sigma = 0.6) {
+  std::mt19937 rng(seed);
+  std::lognormal_distribution<double> d(mu, sigma);
+  std::vector<double> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+double exact_quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return quantile_sorted(v, q);
+}
+}  // namespace
+
+TEST_CASE("quantile sketch: every quantile within the stated relative error", "[stats][sketch]") {
+  const double a = GENERATE(0.005, 0.01, 0.02);
+  for (unsigned seed : {1u, 2u, 3u}) {
+    auto values = lognormal(50000, seed);
+    values.push_back(0.0);     // zero, and a negative value (a residual may be one), are ranked too
+    values.push_back(-4.5);
+    quantile_sketch s(a);
+    for (double v : values) s.add(v);
+    CHECK(s.count() == values.size());
+    for (double q : {0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0}) {
+      const double exact = exact_quantile(values, q);
+      INFO("a=" << a << " q=" << q << " exact=" << exact << " sketch=" << s.quantile(q));
+      CHECK(std::fabs(s.quantile(q) - exact) <= a * std::fabs(exact) + 1e-12);
+    }
+  }
+}
+
+TEST_CASE("quantile sketch: memory grows with the value range, not the count; merges exactly", "[stats][sketch]") {
+  quantile_sketch s(0.005), half1(0.005), half2(0.005);
+  const auto values = lognormal(200000, 9);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    s.add(values[i]);
+    (i % 2 ? half1 : half2).add(values[i]);
+  }
+  const double range = *std::max_element(values.begin(), values.end()) / *std::min_element(values.begin(), values.end());
+  // ln(range) / ln(gamma) buckets at most, gamma = 1.005 / 0.995.
+  CHECK(s.buckets() <= static_cast<std::size_t>(std::log(range) / std::log(1.005 / 0.995)) + 2);
+  CHECK(s.buckets() < 2000);
+  REQUIRE(half1.merge(half2));
+  for (double q : {0.1, 0.5, 0.9}) CHECK(half1.quantile(q) == s.quantile(q));
+  CHECK_FALSE(half1.merge(quantile_sketch(0.01)));  // different error: refused, unchanged
+  CHECK(half1.count() == values.size());
+}
+
+TEST_CASE("running_stats: exact up to the limit, sketch beyond; count, mean, stddev, extremes always exact", "[stats][sketch]") {
+  const auto values = lognormal(25000, 4);
+  running_stats r(10000);
+  std::vector<double> so_far;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    r.add(values[i]);
+    so_far.push_back(values[i]);
+    if (i + 1 == 10000) {  // at the limit: identical to summarize()
+      const auto a = r.summary(), b = summarize(so_far);
+      CHECK(r.exact());
+      CHECK(a.quantile_error == 0);
+      CHECK(a.median == b.median);
+      CHECK(a.p10 == b.p10);
+      CHECK(a.p90 == b.p90);
+      CHECK(a.mean == Approx(b.mean).epsilon(1e-12));
+      CHECK(a.stddev == Approx(b.stddev).epsilon(1e-9));
+    }
+  }
+  CHECK_FALSE(r.exact());
+  const auto a = r.summary(), b = summarize(values);
+  CHECK(a.count == 25000);
+  CHECK(a.quantile_error == 0.005);
+  CHECK(a.mean == Approx(b.mean).epsilon(1e-12));
+  CHECK(a.stddev == Approx(b.stddev).epsilon(1e-9));
+  CHECK(a.min == b.min);
+  CHECK(a.max == b.max);
+  CHECK(std::fabs(a.median - b.median) <= 0.005 * b.median);
+  CHECK(std::fabs(a.p10 - b.p10) <= 0.005 * b.p10);
+  CHECK(std::fabs(a.p90 - b.p90) <= 0.005 * b.p90);
+
+  running_stats repeats;  // add(v, n) equals n single adds
+  repeats.add(2.0, 3);
+  repeats.add(8.0);
+  const auto rs = repeats.summary();
+  CHECK(rs.count == 4);
+  CHECK(rs.mean == Approx(3.5));
+  CHECK(rs.stddev == Approx(summarize({2, 2, 2, 8}).stddev));
+}
+
+TEST_CASE("a run longer than the exact-quantile limit: figures from streaming statistics, one sample set each", "[stats][long]") {
+  // 30,000 steps of the mixed run's pattern: every 1000th step recorded, an "eval" phase only from
+  // step 20,000 on (it must count as 0 ms on the 19,990 measured steps before).
+  run_accumulator acc(10);
+  const auto pattern = traceml_test::mixed_run().steps;  // steps 2..11: 24, 28, 24, 35 (recorded), ...
+  std::vector<double> walls, eval_walls;
+  for (int i = 0; i < 30000; ++i) {
+    step_result st = pattern[2 + (i % 1000 == 500 ? 3 : i % 2 == 0 ? 0 : 2)];  // 24 ms, or 35 ms recorded
+    st.step = i;
+    const bool recorded = i % 1000 == 500;
+    if (!recorded) st.gpu->kernels_measured = false;
+    const bool eval = i >= 20000 && i % 10 == 0;
+    if (eval) {
+      st.phases.push_back({phase_kind::user, "eval", 4, 1, true});
+      st.wall_ms += 4;
+    }
+    acc.add(st);
+    if (i >= 10) {
+      walls.push_back(st.wall_ms);
+      eval_walls.push_back(eval ? 4 : 0);
+    }
+  }
+  const auto s = acc.summary();
+  CHECK(s.steps == 30000);
+  CHECK(s.warmup_steps == 10);
+  CHECK(s.step_ms.count == 29990);
+  CHECK(s.step_ms.quantile_error == sketch_relative_error);
+  const auto exact = summarize(walls);
+  CHECK(s.step_ms.mean == Approx(exact.mean));
+  CHECK(std::fabs(s.step_ms.p90 - exact.p90) <= sketch_relative_error * exact.p90);
+  CHECK(s.recording.recorded_steps == 30);
+  REQUIRE(s.recording.cost);
+  CHECK(*s.recording.cost == Approx(35.0 / 24 - 1).epsilon(0.01));
+  CHECK(s.baseline.steps == 29990 - 30 - 30);  // not recorded, not after a recorded step
+  const phase_summary* eval = nullptr;
+  const phase_summary* fwd = nullptr;
+  for (const auto& p : s.phases) {
+    if (p.name == "eval") eval = &p;
+    if (p.name == "forward") fwd = &p;
+  }
+  REQUIRE(eval);
+  CHECK(eval->wall_ms.count == 29990);
+  CHECK(eval->wall_ms.mean == Approx(summarize(eval_walls).mean));
+  REQUIRE(fwd);
+  REQUIRE(fwd->kernels);
+  CHECK(fwd->kernels->steps == 30);
+  CHECK(fwd->kernels->window_ms.mean == Approx(11));
+  CHECK(fwd->kernels->busy_share == Approx(6.0 / 11));
+  CHECK(fwd->kernels->kernels_per_step == Approx(200));
+}
+
+TEST_CASE("run_accumulator mid-run: warm-up never more than half, statistics of the steps so far", "[stats][long]") {
+  const auto run = traceml_test::mixed_run();
+  run_accumulator acc(2);
+  for (std::size_t i = 0; i < run.steps.size(); ++i) {
+    acc.add(run.steps[i]);
+    const std::size_t n = i + 1, warm = std::min<std::size_t>(2, n / 2);
+    std::vector<double> walls;
+    for (std::size_t k = warm; k < n; ++k) walls.push_back(run.steps[k].wall_ms);
+    const auto a = acc.summary();
+    CHECK(a.steps == n);
+    CHECK(a.warmup_steps == warm);
+    CHECK(a.step_ms.count == walls.size());
+    CHECK(a.step_ms.median == summarize(walls).median);
+    CHECK(a.step_ms.mean == Approx(summarize(walls).mean));
+  }
+  const auto s = acc.summary();
+  CHECK(s.step_ms.mean == Approx(26.1));
+  CHECK(s.total_wall_ms == Approx(26.1 * 10 + 2 * 3 * 24));
+}
