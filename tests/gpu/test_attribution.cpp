@@ -601,24 +601,31 @@ struct reference_result {
 struct reference_engine {
   const attribution_input& in;
   std::vector<long> steps;  // step spans by step number
-  explicit reference_engine(const attribution_input& i) : in(i) {
-    for (std::size_t s = 0; s < in.spans.size(); ++s)
+  struct gpu_window {
+    bool found = false;
+    std::uint32_t dev = 0, st = 0;
+    std::int64_t b = 0, e = 0;
+  };
+  std::vector<gpu_window> gpu_of;  // per span
+  explicit reference_engine(const attribution_input& i) : in(i), gpu_of(i.spans.size()) {
+    for (std::size_t s = 0; s < in.spans.size(); ++s) {
       if (in.spans[s].span.kind == phase_kind::step) steps.push_back(static_cast<long>(s));
+      const marker_time *mb = nullptr, *me = nullptr;
+      for (const auto& m : in.markers) {
+        if (m.seq != 0 && m.seq == in.spans[s].begin_marker) mb = &m;
+        if (m.seq != 0 && m.seq == in.spans[s].end_marker) me = &m;
+      }
+      if (mb && me && mb->device == me->device && mb->stream == me->stream && me->begin_ns >= mb->end_ns)
+        gpu_of[s] = gpu_window{true, mb->device, mb->stream, mb->end_ns, me->begin_ns};
+    }
     std::stable_sort(steps.begin(), steps.end(), [&](long a, long b) { return sp(a).step < sp(b).step; });
   }
   const span_record& sp(long s) const { return in.spans[static_cast<std::size_t>(s)].span; }
-  const marker_time* marker(std::uint64_t seq) const {
-    for (const auto& m : in.markers)
-      if (seq != 0 && m.seq == seq) return &m;
-    return nullptr;
-  }
-  /// GPU window of a span: {device, stream, begin, end}, or found = false.
+  /// GPU window of a span (both markers, one device and stream, in order), or false.
   bool gpu(long s, std::uint32_t& dev, std::uint32_t& st, std::int64_t& b, std::int64_t& e) const {
-    const auto* mb = marker(in.spans[static_cast<std::size_t>(s)].begin_marker);
-    const auto* me = marker(in.spans[static_cast<std::size_t>(s)].end_marker);
-    if (!mb || !me || mb->device != me->device || mb->stream != me->stream || me->begin_ns < mb->end_ns) return false;
-    dev = mb->device, st = mb->stream, b = mb->end_ns, e = me->begin_ns;
-    return true;
+    const gpu_window& g = gpu_of[static_cast<std::size_t>(s)];
+    dev = g.dev, st = g.st, b = g.b, e = g.e;
+    return g.found;
   }
   int depth(long s) const { return sp(s).kind == phase_kind::step ? -1 : sp(s).nesting; }
   bool inner(long cand, long cur) const {
