@@ -23,6 +23,37 @@ inline constexpr double bar_gap = 12;
 /// Width of the bars' value scale in the breakdown and GPU charts (the label column comes before it).
 inline constexpr double bar_plot_width = 600;
 
+/// One run's line, median and dots in the step-time chart; `x` and `y` map step index and ms.
+template <class X, class Y>
+void step_time_run(std::string& o, const run_result& r, std::size_t ri, std::size_t n_max, bool markers, const X& x,
+                   const Y& y) {
+  const std::string color = run_color(ri);
+  o += "<g class=\"run\" data-run=\"" + std::to_string(ri) + "\">";
+  if (r.steps.size() > 1) {
+    o += "<polyline fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.5\" points=\"";
+    for (std::size_t i = 0; i < r.steps.size(); ++i)
+      o += (i ? " " : "") + px(x(static_cast<double>(i))) + "," + px(y(r.steps[i].wall_ms));
+    o += "\"/>";
+  }
+  const auto& s = r.summary;
+  if (s.step_ms.count > 0) {
+    o += "<line class=\"median\" stroke=\"" + color + "\" x1=\"" + px(x(static_cast<double>(std::min(s.warmup_steps, n_max - 1)))) +
+         "\" y1=\"" + px(y(s.step_ms.median)) + "\" x2=\"" + px(x(static_cast<double>(r.steps.size() - 1))) +
+         "\" y2=\"" + px(y(s.step_ms.median)) + "\"><title>" + escape(r.name) + ": median " + ms(s.step_ms.median) +
+         " ms</title></line>";
+  }
+  if (markers || r.steps.size() == 1) {
+    for (std::size_t i = 0; i < r.steps.size(); ++i) {
+      const bool warm = i < s.warmup_steps;
+      o += "\n<circle cx=\"" + px(x(static_cast<double>(i))) + "\" cy=\"" + px(y(r.steps[i].wall_ms)) +
+           "\" r=\"2.5\" stroke=\"" + color + "\" fill=\"" + (warm ? std::string("#ffffff") : color) + "\"><title>" +
+           escape(r.name) + " step " + std::to_string(r.steps[i].step) + ": " + ms(r.steps[i].wall_ms) + " ms" +
+           (warm ? " (warm-up)" : "") + "</title></circle>";
+    }
+  }
+  o += "</g>\n";
+}
+
 /// Step time of every step, one line per run; warm-up steps shaded and drawn hollow, each run's
 /// median over the measured steps dashed. The y axis fits the measured steps: a slow first step
 /// would otherwise squash the rest into a flat line, so warm-up points above it sit on its top
@@ -78,35 +109,8 @@ inline void step_time_chart(std::string& o, const std::vector<run_result>& runs)
   o += "\n";
 
   const bool markers = n_max <= 150;  // beyond that, dots would merge into a smear
-  for (std::size_t ri = 0; ri < runs.size(); ++ri) {
-    const auto& r = runs[ri];
-    if (r.steps.empty()) continue;
-    const std::string color = run_color(ri);
-    o += "<g class=\"run\" data-run=\"" + std::to_string(ri) + "\">";
-    if (r.steps.size() > 1) {
-      o += "<polyline fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.5\" points=\"";
-      for (std::size_t i = 0; i < r.steps.size(); ++i)
-        o += (i ? " " : "") + px(x(static_cast<double>(i))) + "," + px(y(r.steps[i].wall_ms));
-      o += "\"/>";
-    }
-    const auto& s = r.summary;
-    if (s.step_ms.count > 0) {
-      o += "<line class=\"median\" stroke=\"" + color + "\" x1=\"" + px(x(static_cast<double>(std::min(s.warmup_steps, n_max - 1)))) +
-           "\" y1=\"" + px(y(s.step_ms.median)) + "\" x2=\"" + px(x(static_cast<double>(r.steps.size() - 1))) +
-           "\" y2=\"" + px(y(s.step_ms.median)) + "\"><title>" + escape(r.name) + ": median " + ms(s.step_ms.median) +
-           " ms</title></line>";
-    }
-    if (markers || r.steps.size() == 1) {
-      for (std::size_t i = 0; i < r.steps.size(); ++i) {
-        const bool warm = i < s.warmup_steps;
-        o += "\n<circle cx=\"" + px(x(static_cast<double>(i))) + "\" cy=\"" + px(y(r.steps[i].wall_ms)) +
-             "\" r=\"2.5\" stroke=\"" + color + "\" fill=\"" + (warm ? std::string("#ffffff") : color) + "\"><title>" +
-             escape(r.name) + " step " + std::to_string(r.steps[i].step) + ": " + ms(r.steps[i].wall_ms) + " ms" +
-             (warm ? " (warm-up)" : "") + "</title></circle>";
-      }
-    }
-    o += "</g>\n";
-  }
+  for (std::size_t ri = 0; ri < runs.size(); ++ri)
+    if (!runs[ri].steps.empty()) step_time_run(o, runs[ri], ri, n_max, markers, x, y);
   o += "</svg>\n<ul class=\"legend\">";
   for (std::size_t ri = 0; ri < runs.size(); ++ri) {
     o += "<li>";
@@ -142,9 +146,14 @@ struct bar_row {
 inline void bar_chart(std::string& o, const std::string& id, const std::string& aria, const std::vector<bar_row>& rows,
                       const axis& a) {
   std::vector<std::string> labels;
-  for (const auto& r : rows) labels.push_back(r.label + " " + r.sublabel);
+  std::size_t right_chars = 0;
+  for (const auto& r : rows) {
+    labels.push_back(r.label + " " + r.sublabel);
+    right_chars = std::max(right_chars, r.right.size());
+  }
   const double left = label_width(labels) + 8, top = 8, bottom_space = 40;
-  const double width = left + bar_plot_width + 150;
+  // Room after the plot for the text after the longest bar (about 7 px per character).
+  const double width = left + bar_plot_width + std::max(150.0, static_cast<double>(right_chars) * 7.0 + 16);
   const double height = top + static_cast<double>(rows.size()) * (bar_height + bar_gap) + bottom_space;
   const double plot_bottom = top + static_cast<double>(rows.size()) * (bar_height + bar_gap) - bar_gap / 2;
   o += "<svg class=\"chart\" id=\"" + id + "\" viewBox=\"0 0 " + px(width) + " " + px(height) + "\" width=\"" +
