@@ -450,7 +450,9 @@ struct random_round {
   std::uint64_t next_seq = 1;
 
   explicit random_round(unsigned seed) : rng(seed) {}
-  std::int64_t uni(std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); }
+  std::int64_t uni(std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  }
   bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
 
   void markers(marked_span& ms, std::uint32_t device, std::uint32_t stream, std::int64_t gb, std::int64_t ge) {
@@ -561,7 +563,8 @@ TEST_CASE("invariants on random rounds: 0 <= busy <= window - busy + idle == win
     return r.what == gpu_activity::type::kernel && !(r.begin_ns == 0 && r.end_ns == 0);
   };
   const auto kernels_in = static_cast<std::uint64_t>(std::count_if(in.records.begin(), in.records.end(), valid_kernel));
-  const auto kernels_left = static_cast<std::uint64_t>(std::count_if(out.leftover.begin(), out.leftover.end(), valid_kernel));
+  const auto kernels_left =
+      static_cast<std::uint64_t>(std::count_if(out.leftover.begin(), out.leftover.end(), valid_kernel));
   std::uint64_t placed = 0;  // in a phase, or unattributed (in a step outside its phases, or an orphan)
   for (std::size_t i = 0; i < out.reports.size(); ++i) {
     const auto& rep = out.reports[i];
@@ -733,7 +736,8 @@ TEST_CASE("the window index assigns exactly as a scan over every span", "[attrib
     g.method = got[r].method;
     if (g.fate == detail::record_fate::assigned) {
       g.step_span = static_cast<long>(windows[static_cast<std::size_t>(got[r].step_window)].span);
-      if (got[r].phase_window >= 0) g.phase_span = static_cast<long>(windows[static_cast<std::size_t>(got[r].phase_window)].span);
+      if (got[r].phase_window >= 0)
+        g.phase_span = static_cast<long>(windows[static_cast<std::size_t>(got[r].phase_window)].span);
     }
     const reference_result want = ref.assign(in.records[r]);
     if (!(g == want)) {

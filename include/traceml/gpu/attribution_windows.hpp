@@ -39,7 +39,8 @@ struct window {
 
 /// Stage 1: every step and phase span becomes a window, in input order (micro-batch spans are not
 /// windows: a micro-batch's phases carry its index). Cost: O(spans + markers).
-inline std::vector<window> build_windows(const std::vector<marked_span>& spans, const std::vector<marker_time>& markers) {
+inline std::vector<window> build_windows(const std::vector<marked_span>& spans,
+                                         const std::vector<marker_time>& markers) {
   std::unordered_map<std::uint64_t, const marker_time*> marker_by_seq;
   marker_by_seq.reserve(markers.size());
   for (const auto& m : markers) marker_by_seq[m.seq] = &m;
@@ -158,7 +159,8 @@ inline window_index index_windows(const std::vector<window>& ws) {
   }
   for (auto& g : ix.by_stream) g.second.seal();
   for (auto& g : ix.by_device) g.second.seal();
-  std::stable_sort(ix.steps.begin(), ix.steps.end(), [&](std::size_t a, std::size_t b) { return ws[a].step < ws[b].step; });
+  std::stable_sort(ix.steps.begin(), ix.steps.end(),
+                   [&](std::size_t a, std::size_t b) { return ws[a].step < ws[b].step; });
   for (auto s : ix.steps) ix.step_by_number.emplace(ws[s].step, s);
   if (!ix.steps.empty()) ix.last_cpu_end = ws[ix.steps.back()].cpu_end;
   return ix;
