@@ -62,10 +62,8 @@ struct cupti_options {
   /// +0.13% step time on the graphed Qwen3 trainer). Off: unrecorded steps carry no GPU time.
   bool phase_events = true;
   std::size_t event_pool = 4096;  ///< events created up front (two per step/phase scope in flight)
-  /// Which steps CUPTI records. CUPTI's per-launch cost is paid only on recorded steps: between
-  /// them every activity kind is switched off and no marker is enqueued, so the other steps run as
-  /// if untraced and report kernels_measured = false, with span_ns from the CUDA events
-  /// (docs/attribution.md has the measured costs).
+  /// Which steps CUPTI records (record_switch.hpp; costs measured in docs/attribution.md). Other
+  /// steps run as if untraced and report kernels_measured = false, with span_ns from the events.
   /// overhead_budget > 0: as many steps as keep CUPTI's measured cost under this share of the run
   /// time (recording_budget.hpp); the first recording comes right after 3 warm-up and 3 baseline
   /// steps. 0.5% by default: with traceml's own ~0.1-0.2% per step the whole stays under 1%
@@ -181,17 +179,17 @@ class cupti_source : public gpu_source {
                                    "cupti_options::buffer_count or buffer_bytes); steps report dropped_records");
     std::lock_guard<std::mutex> lock(state_mu_);
     for (const auto& m : d.markers) seen_markers_.insert(m.seq);
-    bool events_done = true;  // steps complete in order: one unfinished step holds back the rest
+    // Events are read as soon as they completed, whether or not the step's records are complete:
+    // they go back to the pool while a recorded step waits for its flush.
+    bool events_done = true;  // in order: one unfinished step holds back the rest
     for (auto& p : steps_) {
-      for (const auto& e : p.events) events_done = events_done && event_timer::done(e, final);
-      p.events_done = events_done;
+      if (!p.events_read && events_done) {
+        for (const auto& e : p.events) events_done = events_done && event_timer::done(e, final);
+        if (events_done) read_events(p);
+      }
+      p.events_done = events_done && p.events_read;
     }
-    readiness_facts f;
-    f.final = final;
-    f.sampling = switch_.sampling();
-    f.flushes_done = flushes_done_;
-    f.off_flushed_marker = off_flushed_marker_;
-    f.max_lag_steps = opt_.max_lag_steps;
+    const readiness_facts f{final, switch_.sampling(), flushes_done_, off_flushed_marker_, opt_.max_lag_steps};
     const std::size_t n = ready_prefix(steps_, f, seen_markers_);
     std::uint64_t newest = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -226,30 +224,31 @@ class cupti_source : public gpu_source {
   std::int64_t record_switch_ns() const noexcept { return switch_.switch_ns(); }
 
  private:
-  struct open_scope {
-    std::uint64_t marker = 0;
-    cudaStream_t stream = nullptr;
-    cudaEvent_t event = nullptr;
-  };
-  struct closed_scope {
-    std::uint64_t begin_marker = 0;
-    std::uint64_t end_marker = 0;
-    event_pair events;
-  };
+  struct open_scope { std::uint64_t marker = 0; cudaStream_t stream = nullptr; cudaEvent_t event = nullptr; };
+  struct closed_scope { std::uint64_t begin_marker = 0, end_marker = 0; event_pair events; };
   struct pending_step : readiness_step {
     std::int32_t step = -1;
     memory_sample memory;
     std::vector<marked_span> spans;
-    std::vector<event_pair> events;  // parallel to spans
+    std::vector<event_pair> events;  // parallel to spans, until read
+    std::vector<std::int64_t> event_ns;  // parallel to spans, once read (-1: untimed)
+    bool events_read = false;
   };
 
-  step_activity deliver(pending_step& p) {  // state_mu_ held
+  void read_events(pending_step& p) {  // state_mu_ held; the events completed
+    p.event_ns.assign(p.spans.size(), -1);
+    for (std::size_t i = 0; i < p.spans.size() && events_; ++i) p.event_ns[i] = events_->take_elapsed(p.events[i]);
+    p.events.clear();
+    p.events_read = true;
+  }
+
+  static step_activity deliver(pending_step& p) {  // state_mu_ held; events read
     step_activity a;
     a.step = p.step;
     a.recorded = p.recorded;
     a.memory = p.memory;
     for (std::size_t i = 0; i < p.spans.size(); ++i)
-      a.spans.push_back(timed_span{p.spans[i], events_ ? events_->take_elapsed(p.events[i]) : -1});
+      a.spans.push_back(timed_span{p.spans[i], i < p.event_ns.size() ? p.event_ns[i] : -1});
     return a;
   }
 
