@@ -157,6 +157,7 @@ TEST_CASE("the JSON summary carries every sample set with its count", "[sinks][j
   const auto& s = doc["runs"][0]["summary"];
   CHECK(s["step_ms"]["count"] == 10);
   CHECK(s["step_ms"]["mean"].get<double>() == Approx(26.1));
+  CHECK(s["step_ms"]["quantile_error"] == 0);  // 10 values: exact quantiles
   const auto& fwd = s["phases"][1];
   REQUIRE(fwd["name"] == "forward");
   CHECK(fwd["wall_ms"]["count"] == 10);

@@ -23,7 +23,7 @@ inline void write_stats(json_writer& w, const summary_stats& s) {
   w.begin_object();
   w.member("count", static_cast<std::uint64_t>(s.count)).member("median", s.median).member("mean", s.mean);
   w.member("min", s.min).member("max", s.max).member("p10", s.p10).member("p90", s.p90).member("stddev", s.stddev);
-  w.end_object();
+  w.member("quantile_error", s.quantile_error).end_object();
 }
 
 /// `key: stats`, only when the statistics exist.
