@@ -115,6 +115,17 @@ struct recording_summary {
   std::optional<double> cost;
 };
 
+/// Consecutive steps folded into one point of the step-time timeline.
+struct step_bucket {
+  std::int32_t first_step = 0;
+  std::uint32_t steps = 0;
+  double mean_ms = 0, min_ms = 0, max_ms = 0;
+};
+
+/// How many points the step-time timeline keeps: beyond, neighbours merge (the resolution halves),
+/// so that a run of any length draws the same-sized chart.
+inline constexpr std::size_t timeline_points = 1024;
+
 /// Statistics of a whole run.
 struct run_summary {
   std::size_t steps = 0;          ///< steps recorded
@@ -135,6 +146,9 @@ struct run_summary {
   std::uint64_t dropped_gpu_records = 0;
   std::uint64_t unattributed_kernels = 0;
   std::string gpu_status;                  ///< what the GPU source measured, or why not
+  /// Step time along the run, every step in order (warm-up included), at most timeline_points
+  /// buckets of equal length (1 step each for runs up to that many steps).
+  std::vector<step_bucket> timeline;
 
   std::size_t measured_steps() const noexcept { return steps - warmup_steps; }
 };
@@ -315,6 +329,7 @@ class run_accumulator {
     register_phases(st);
     ++steps_;
     total_wall_ms_ += st.wall_ms;
+    add_to_timeline(st);
     if (st.gpu) dropped_gpu_ += st.gpu->dropped_records;
     if (steps_ <= 2 * warmup_) {  // warm-up or not: decided once the run has 2 x warm-up steps
       head_.push_back(st);
@@ -351,6 +366,7 @@ class run_accumulator {
     s.peak_reserved_bytes = peak_reserved_;
     s.unattributed_kernels = unattributed_;
     s.dropped_gpu_records = dropped_gpu_;
+    s.timeline = timeline_;
     return s;
   }
 
@@ -374,6 +390,33 @@ class run_accumulator {
         phases_[it->second].head.top_level = phases_[it->second].head.top_level && p.top_level;
       }
     }
+  }
+
+  /// Appends to the last bucket until it holds bucket_steps_ steps; at timeline_points buckets,
+  /// neighbours merge and buckets hold twice as many steps.
+  void add_to_timeline(const step_result& st) {
+    if (timeline_.empty() || timeline_.back().steps >= bucket_steps_) {
+      if (timeline_.size() == timeline_points) {
+        for (std::size_t i = 0; i < timeline_points / 2; ++i) timeline_[i] = merged(timeline_[2 * i], timeline_[2 * i + 1]);
+        timeline_.resize(timeline_points / 2);
+        bucket_steps_ *= 2;
+      }
+      if (timeline_.empty() || timeline_.back().steps >= bucket_steps_)
+        timeline_.push_back(step_bucket{st.step, 0, 0, st.wall_ms, st.wall_ms});
+    }
+    auto& b = timeline_.back();
+    b.mean_ms += (st.wall_ms - b.mean_ms) / static_cast<double>(++b.steps);
+    b.min_ms = std::min(b.min_ms, st.wall_ms);
+    b.max_ms = std::max(b.max_ms, st.wall_ms);
+  }
+
+  static step_bucket merged(const step_bucket& a, const step_bucket& b) {
+    step_bucket m = a;
+    m.steps = a.steps + b.steps;
+    m.mean_ms = (a.mean_ms * a.steps + b.mean_ms * b.steps) / static_cast<double>(m.steps);
+    m.min_ms = std::min(a.min_ms, b.min_ms);
+    m.max_ms = std::max(a.max_ms, b.max_ms);
+    return m;
   }
 
   void flush_head(std::uint64_t warmup) {
@@ -509,6 +552,8 @@ class run_accumulator {
   std::unordered_map<phase_key, std::size_t, phase_key_hash> index_;
   std::int64_t peak_allocated_ = -1, peak_reserved_ = -1;
   std::uint64_t unattributed_ = 0, dropped_gpu_ = 0;
+  std::vector<step_bucket> timeline_;
+  std::uint32_t bucket_steps_ = 1;
 };
 
 /// Statistics over steps[warmup..]; tokens/samples per step give throughput (0 = unknown).

@@ -146,6 +146,21 @@ TEST_CASE("a run longer than the exact-quantile limit: figures from streaming st
   CHECK(fwd->kernels->window_ms.mean == Approx(11));
   CHECK(fwd->kernels->busy_share == Approx(6.0 / 11));
   CHECK(fwd->kernels->kernels_per_step == Approx(200));
+
+  // The timeline: bounded, every step in exactly one bucket, in order, the same total time.
+  CHECK(s.timeline.size() <= timeline_points);
+  CHECK(s.timeline.size() > timeline_points / 2);
+  std::uint64_t covered = 0;
+  double total = 0;
+  for (const auto& b : s.timeline) {
+    CHECK(b.first_step == static_cast<std::int32_t>(covered));
+    CHECK(b.min_ms <= b.mean_ms + 1e-9);
+    CHECK(b.mean_ms <= b.max_ms + 1e-9);
+    covered += b.steps;
+    total += b.mean_ms * b.steps;
+  }
+  CHECK(covered == 30000);
+  CHECK(total == Approx(s.total_wall_ms));
 }
 
 TEST_CASE("run_accumulator mid-run: warm-up never more than half, statistics of the steps so far", "[stats][long]") {
@@ -166,4 +181,6 @@ TEST_CASE("run_accumulator mid-run: warm-up never more than half, statistics of 
   const auto s = acc.summary();
   CHECK(s.step_ms.mean == Approx(26.1));
   CHECK(s.total_wall_ms == Approx(26.1 * 10 + 2 * 3 * 24));
+  REQUIRE(s.timeline.size() == run.steps.size());  // short runs: one step per point
+  for (std::size_t i = 0; i < run.steps.size(); ++i) CHECK(s.timeline[i].mean_ms == run.steps[i].wall_ms);
 }
