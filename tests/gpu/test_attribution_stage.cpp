@@ -100,8 +100,8 @@ TEST_CASE("recorded steps: kernels and windows from markers, span_ns from the sa
   int rounds = 0;
   stage.set_round_tap([&](const attribution_input& in, const attribution_output&) {
     ++rounds;
-    CHECK(in.spans.size() == 2);  // the recorded step only
-    CHECK(in.markers.size() == 4);
+    CHECK(in.spans.size() == 5);  // both steps: the unrecorded one claims records switched off late
+    CHECK(in.markers.size() == 4);  // the recorded step's
   });
   const auto reports = stage.add(first_delivery());
   REQUIRE(reports.size() == 2);
@@ -131,16 +131,19 @@ TEST_CASE("leftover records wait through unrecorded rounds and land in the next 
   stage.add(first_delivery());
   REQUIRE(stage.leftover_records() == 1);
 
-  gpu_delivery quiet;  // an unrecorded step in between: no attribution round, leftovers kept
+  // An unrecorded step in between: a round runs for the leftover, which was launched after this
+  // step too, so it stays for the next one.
   step_activity u;
   u.step = 2;
   u.spans = {timed(span(phase_kind::step, "step", 2, 2100, 2200), 700)};
+  gpu_delivery quiet;
   quiet.steps = {u};
   const auto q = stage.add(quiet);
   REQUIRE(q.size() == 1);
   CHECK_FALSE(q[0].kernels_measured);
   CHECK(q[0].total.span_ns == 700);
-  CHECK(rounds == 1);
+  CHECK(q[0].unattributed_kernels == 0);
+  CHECK(rounds == 2);
   CHECK(stage.leftover_records() == 1);
 
   gpu_delivery next;  // step 3 recorded, no events: span_ns from its markers
@@ -153,7 +156,7 @@ TEST_CASE("leftover records wait through unrecorded rounds and land in the next 
   next.markers = {marker(5, 2400, 2410), marker(6, 2450, 2460), marker(7, 2700, 2710), marker(8, 2800, 2810)};
   const auto reports = stage.add(next);
   REQUIRE(reports.size() == 1);
-  CHECK(rounds == 2);
+  CHECK(rounds == 3);
   const auto& r = reports[0];
   CHECK(r.kernels_measured);
   CHECK(r.total.span_ns == 2800 - 2410);
@@ -167,19 +170,39 @@ TEST_CASE("leftover records wait through unrecorded rounds and land in the next 
   CHECK(stage.leftover_markers() == 0);
 }
 
-TEST_CASE("at the end of the run, records no step can claim are counted as unattributed", "[stage]") {
+TEST_CASE("records of an unrecorded step (recording switched off late) are neither kept nor unattributed",
+          "[stage]") {
   attribution_stage stage;
   stage.add(first_delivery());
-  REQUIRE(stage.leftover_records() == 1);
-  gpu_delivery last;
-  last.final = true;
+  REQUIRE(stage.leftover_records() == 1);  // [2500, 2600], launched after step 1
+  gpu_delivery next;
   step_activity u;
   u.step = 2;
-  u.spans = {timed(span(phase_kind::step, "step", 2, 2100, 2200), 700)};
-  last.steps = {u};
-  const auto reports = stage.add(last);
+  u.spans = {timed(span(phase_kind::step, "step", 2, 2100, 3000), 700)};
+  next.steps = {u};
+  const auto reports = stage.add(next);
   REQUIRE(reports.size() == 1);
-  CHECK(reports[0].unattributed_kernels == 1);
+  CHECK_FALSE(reports[0].kernels_measured);
+  CHECK(reports[0].total.kernel_count == 0);
+  CHECK(reports[0].unattributed_kernels == 0);
+  CHECK(stage.leftover_records() == 0);
+}
+
+TEST_CASE("kernels no step can claim are unattributed, also when the round begins with an unrecorded step",
+          "[stage]") {
+  attribution_stage stage;
+  auto d = first_delivery();
+  d.records.push_back(kernel("early", -100, -50));  // before every step of the round
+  const auto reports = stage.add(d);
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[0].unattributed_kernels == 1);  // on the delivery's first report, step 0 (unrecorded)
+  CHECK(reports[1].unattributed_kernels == 0);
+  CHECK(stage.leftover_records() == 1);
+
+  gpu_delivery last;  // the end of the run, no step left: what remains is unattributed
+  last.final = true;
+  const auto none = stage.add(last);
+  CHECK(none.empty());
   CHECK(stage.leftover_records() == 0);
 }
 

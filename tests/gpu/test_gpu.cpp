@@ -485,7 +485,7 @@ CATCH_TEST_CASE("default settings: GPU time of every phase on every step, kernel
   }
   std::printf("default settings: %zu of %d steps recorded; %s\n", recorded, steps, r.summary.gpu_status.c_str());
   CATCH_CHECK(recorded >= 1);
-  CATCH_CHECK(recorded < static_cast<std::size_t>(steps) / 4);
+  CATCH_CHECK(recorded <= static_cast<std::size_t>(steps) / 2);  // a baseline step between two recordings
   CATCH_CHECK(r.summary.gpu_status.find("CUDA-event phase timing on every step") != std::string::npos);
   // Run level: GPU time over every measured step, kernel figures over the recorded ones.
   const traceml::phase_summary* counted = nullptr;

@@ -44,7 +44,8 @@ class attribution_stage {
   void set_round_tap(round_tap tap) { tap_ = std::move(tap); }
 
   /// One report per delivered step, in the delivery's order. Attribution runs only when the
-  /// delivery holds a recorded step. Cost: O(records x log windows) on such rounds, nothing else.
+  /// delivery holds a recorded step or records are left over from the last round. Cost:
+  /// O(records x log windows) on such rounds, nothing else.
   std::vector<step_gpu_report> add(gpu_delivery d) {
     records_.insert(records_.end(), d.records.begin(), d.records.end());
     for (const auto& m : d.markers) markers_[m.seq] = m;
@@ -52,8 +53,8 @@ class attribution_stage {
     const bool any_recorded =
         std::any_of(d.steps.begin(), d.steps.end(), [](const step_activity& s) { return s.recorded; });
     std::uint64_t orphan_kernels = 0;
-    if (any_recorded) {
-      attributed = attribute_round(d.steps, d.final);
+    if (!d.steps.empty() && (any_recorded || !records_.empty())) {
+      attributed = attribute_round(d.steps, d.final, orphan_kernels);
     } else if (d.final) {
       // The run is over and no step can claim them: unattributed, not silently lost.
       for (const auto& r : records_) orphan_kernels += r.what == gpu_activity::type::kernel;
@@ -71,6 +72,8 @@ class attribution_stage {
       apply_event_spans(s, out.back());
     }
     if (!out.empty()) out.front().unattributed_kernels += orphan_kernels;
+    else if (orphan_kernels)
+      report_once("gpu-orphans", "GPU kernels arrived after the last step of the run; they are in no step's figures");
     return out;
   }
 
@@ -79,13 +82,19 @@ class attribution_stage {
   std::size_t leftover_markers() const noexcept { return markers_.size(); }
 
  private:
-  /// One attribution round over the recorded steps of a delivery; reports by step.
+  /// One attribution round over the steps of a delivery; reports of its recorded steps, by step.
+  /// Unrecorded steps take part too: records switched off late (record_switch.hpp) fall into the
+  /// unrecorded step after a recorded one and are claimed by it -- and not reported, since that
+  /// step's kernels were not measured -- rather than counted as unattributed. Kernels no step of
+  /// the round could claim are added to `orphan_kernels` when attribution filed them under an
+  /// unrecorded step.
   std::unordered_map<std::int32_t, step_gpu_report> attribute_round(const std::vector<step_activity>& steps,
-                                                                    bool final) {
+                                                                    bool final, std::uint64_t& orphan_kernels) {
     attribution_input in;
     std::unordered_set<std::uint64_t> used;
+    std::unordered_set<std::int32_t> recorded;
     for (const auto& s : steps) {
-      if (!s.recorded) continue;
+      if (s.recorded) recorded.insert(s.step);
       for (const auto& ts : s.spans) {
         in.spans.push_back(ts.marked);
         for (std::uint64_t seq : {ts.marked.begin_marker, ts.marked.end_marker}) {
@@ -118,8 +127,21 @@ class attribution_stage {
     for (auto it = markers_.begin(); it != markers_.end();)
       it = it->first <= newest ? markers_.erase(it) : std::next(it);
     if (final) markers_.clear();
+    // Attribution files the round's orphans under its first report; when that step is unrecorded
+    // (its report is not used), they are counted here: placed nowhere and not left over.
+    if (!out.reports.empty() && !recorded.count(out.reports.front().step)) {
+      std::uint64_t unplaced = 0;
+      for (std::size_t i = 0; i < in.records.size() && i < out.method.size(); ++i) {
+        const auto& r = in.records[i];
+        unplaced += out.method[i] == attribution_method::none && r.what == gpu_activity::type::kernel &&
+                    (r.begin_ns != 0 || r.end_ns != 0);
+      }
+      for (const auto& r : records_) unplaced -= r.what == gpu_activity::type::kernel ? 1 : 0;
+      orphan_kernels += unplaced;
+    }
     std::unordered_map<std::int32_t, step_gpu_report> by_step;
-    for (auto& r : out.reports) by_step[r.step] = std::move(r);
+    for (auto& r : out.reports)
+      if (recorded.count(r.step)) by_step[r.step] = std::move(r);
     return by_step;
   }
 

@@ -156,9 +156,12 @@ class cupti_source : public gpu_source {
         if (events_) events_->release(c.events);
       });
     }
-    std::lock_guard<std::mutex> lock(state_mu_);
-    p.flushes_at_end = flushes_done_;
-    steps_.push_back(std::move(p));
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      p.flushes_at_end = flushes_done_;
+      steps_.push_back(std::move(p));
+    }
+    wake_.notify_one();  // a recorded step's switch-off is pending: the worker polls it from now on
   }
 
   /// Raw activity: every record and marker time parsed since the last call, and the steps that are
