@@ -88,22 +88,27 @@ inline const char* describe_open(const hook_stack& s) {
   return s.size ? s.spans[s.size - 1].name : "nothing";
 }
 
+/// Cold: a begin hook that may not open here (too deep, a step inside a scope, a micro-batch not
+/// directly inside a step). Slow path (allocates).
+inline void report_begin_misuse(phase_kind kind, const hook_stack& s) noexcept {
+  if (s.size == hook_stack::capacity)
+    report_once("hook-depth", "trainer hooks nested deeper than 32 levels; the extra begin hooks are ignored");
+  else if (kind == phase_kind::step)
+    report_once("hook-step-nested", std::string("on_step_begin() called while '") + describe_open(s) +
+                                        "' is still open; hook ignored (close it first)");
+  else
+    report_once("hook-micro-outside", std::string("on_microbatch_begin() called while '") + describe_open(s) +
+                                          "' is open (expected directly inside a step); hook ignored");
+}
+
 /// Cost: two compares and begin_span (the step counters, an NVTX push, a clock read) into the next
 /// slot of this thread's fixed stack. Allocates only to report a misuse.
 inline void hook_begin(phase_kind kind, const char* name) noexcept {
   auto& s = tls_hooks;
-  if (s.size == hook_stack::capacity) {
-    report_once("hook-depth", "trainer hooks nested deeper than 32 levels; the extra begin hooks are ignored");
-    return;
-  }
-  if (kind == phase_kind::step && s.size > 0) {
-    report_once("hook-step-nested", std::string("on_step_begin() called while '") + describe_open(s) +
-                                        "' is still open; hook ignored (close it first)");
-    return;
-  }
-  if (kind == phase_kind::microbatch && (s.size == 0 || s.spans[s.size - 1].kind != phase_kind::step)) {
-    report_once("hook-micro-outside", std::string("on_microbatch_begin() called while '") + describe_open(s) +
-                                          "' is open (expected directly inside a step); hook ignored");
+  const bool misuse = s.size == hook_stack::capacity || (kind == phase_kind::step && s.size > 0) ||
+                      (kind == phase_kind::microbatch && (s.size == 0 || s.spans[s.size - 1].kind != phase_kind::step));
+  if (misuse) {
+    report_begin_misuse(kind, s);
     return;
   }
   begin_span(s.spans[s.size++], kind, name);

@@ -64,7 +64,9 @@ inline void paired_sample(std::uint64_t& tsc, std::int64_t& ns) noexcept {
   }
 }
 
-inline tsc_calibration calibrate_tsc() noexcept {
+// Out of line: inlined, its body made now_ns() too big to inline into scopes (a call and six
+// register saves around every clock read).
+__attribute__((noinline)) inline tsc_calibration calibrate_tsc() noexcept {
   tsc_calibration c;
   if (!kernel_clocksource_is_tsc()) return c;
   // Only worth it where reading the TSC is cheaper than the vDSO clock (a trapping hypervisor

@@ -45,14 +45,24 @@ struct thread_ring {
   std::uint32_t thread_id = 0;                     // of the thread that owns it now
   span_record slots[capacity];
 
-  bool push(const span_record& r) noexcept {
+  /// The next free slot for the producer to fill in place, then publish(); nullptr when the ring is
+  /// full (the loss is counted: the training thread never blocks).
+  span_record* claim() noexcept {
     const std::uint64_t t = tail.load(std::memory_order_relaxed);
     if (t - head.load(std::memory_order_acquire) >= capacity) {
       dropped.fetch_add(1, std::memory_order_relaxed);
-      return false;  // never block the training thread: count the loss instead
+      return nullptr;
     }
-    slots[t & mask] = r;
-    tail.store(t + 1, std::memory_order_release);
+    return &slots[t & mask];
+  }
+  /// Hands the slot claim() gave to the consumer.
+  void publish() noexcept { tail.store(tail.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+
+  bool push(const span_record& r) noexcept {
+    span_record* slot = claim();
+    if (!slot) return false;
+    *slot = r;
+    publish();
     return true;
   }
 
@@ -145,6 +155,9 @@ struct open_span {
 };
 
 TRACEML_BEGIN_MODE_NAMESPACE
+/// Cost: a few relaxed atomic loads (the switch, the open step and micro-batch; a step or
+/// micro-batch also bumps its counter), an NVTX push, a clock read, plus the observer's call when
+/// observe_phases is on.
 inline void begin_span(open_span& s, phase_kind kind, const char* name) noexcept {
   auto& R = recorder();
   if (!R.enabled.load(std::memory_order_relaxed)) {
@@ -181,6 +194,27 @@ inline void begin_span(open_span& s, phase_kind kind, const char* name) noexcept
   s.begin_ns = now_ns();
 }
 
+inline void fill_record(span_record& r, const open_span& s, std::int64_t end_ns, std::uint32_t thread) noexcept {
+  r.begin_ns = s.begin_ns;
+  r.end_ns = end_ns;
+  r.name = s.name;
+  r.thread = thread;
+  r.step = s.step;
+  r.microbatch = s.microbatch;
+  r.kind = s.kind;
+  r.nesting = s.nesting;
+}
+
+inline void notify_end(recorder_state& R, const span_record& r) noexcept {
+  auto* o = R.observer.load(std::memory_order_acquire);
+  if (!o) return;
+  if (R.observe_phases.load(std::memory_order_relaxed)) o->on_scope_end(r);
+  if (r.kind == phase_kind::step) o->on_step_end(r);
+}
+
+/// Cost: a clock read, an NVTX pop and a 40-byte record written in place into this thread's ring
+/// (fields stored straight into the slot: a record built aside and copied made the CPU stall on
+/// store forwarding), plus the observer's calls when one is set.
 inline void end_span(open_span& s) noexcept {
   if (!s.active) return;
   const std::int64_t end = now_ns();
@@ -194,24 +228,17 @@ inline void end_span(open_span& s) noexcept {
     R.microbatch.store(-1, std::memory_order_relaxed);
     R.step.store(-1, std::memory_order_relaxed);
   }
-  span_record r;
-  r.begin_ns = s.begin_ns;
-  r.end_ns = end;
-  r.name = s.name;
-  r.step = s.step;
-  r.microbatch = s.microbatch;
-  r.kind = s.kind;
-  r.nesting = s.nesting;
-  thread_ring* ring = tls_ring ? tls_ring : acquire_ring();
-  if (ring) {
-    r.thread = ring->thread_id;
-    ring->push(r);
-  }
   s.active = false;
-  auto* o = R.observer.load(std::memory_order_acquire);
-  if (!o) return;
-  if (R.observe_phases.load(std::memory_order_relaxed)) o->on_scope_end(r);
-  if (r.kind == phase_kind::step) o->on_step_end(r);
+  thread_ring* ring = tls_ring ? tls_ring : acquire_ring();
+  if (span_record* slot = ring ? ring->claim() : nullptr) {
+    fill_record(*slot, s, end, ring->thread_id);
+    ring->publish();  // the producer writes this slot again only after the ring wrapped
+    notify_end(R, *slot);
+  } else {  // the ring is full (the loss is counted) or missing: observers still see the scope
+    span_record r;
+    fill_record(r, s, end, ring ? ring->thread_id : 0);
+    notify_end(R, r);
+  }
 }
 TRACEML_END_MODE_NAMESPACE
 
