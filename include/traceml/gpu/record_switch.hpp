@@ -70,7 +70,7 @@ class record_switch {
     if (traced) switch_off_after_step(stream, end_marker);
     if (budget_share_ <= 0) return;
     std::lock_guard<std::mutex> lock(mu_);
-    budget_.step_done(duration_ns, traced);  // allocates nothing once its baseline window is full
+    budget_.step_done(duration_ns, traced);
   }
 
   /// Worker: a switch-off waits for the GPU to pass the recorded step.
