@@ -133,7 +133,7 @@ inline schedule_row make_row(const std::string& name, const std::vector<traceml:
   std::vector<std::pair<double, std::size_t>> medians;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     medians.push_back({runs[i].summary.step_ms.median, i});
-    for (const auto& st : runs[i].steps) row.total_s += st.wall_ms / 1e3;
+    row.total_s += runs[i].summary.total_wall_ms / 1e3;
   }
   std::sort(medians.begin(), medians.end());
   // The representative run is the one with the median median; its columns fill the row.
@@ -148,7 +148,7 @@ inline schedule_row make_row(const std::string& name, const std::vector<traceml:
     row.spread_hi_ms = s.step_ms.p90;
   }
   std::size_t steps = 0;
-  for (const auto& r : runs) steps += r.steps.size();
+  for (const auto& r : runs) steps += r.summary.steps;
   row.steps_per_s = row.total_s > 0 ? static_cast<double>(steps) / row.total_s : 0;
   row.measured_steps = s.measured_steps();
   row.residual_ms = s.residual_ms.mean;

@@ -23,53 +23,66 @@ inline constexpr double bar_gap = 12;
 /// Width of the bars' value scale in the breakdown and GPU charts (the label column comes before it).
 inline constexpr double bar_plot_width = 600;
 
-/// One run's line, median and dots in the step-time chart; `x` and `y` map step index and ms.
+/// A point of the step-time chart: one step, or (long runs) a bucket of consecutive steps.
+inline double bucket_x(const step_bucket& b) { return b.first_step + (static_cast<double>(b.steps) - 1) / 2; }
+
+inline std::string bucket_title(const run_result& r, const step_bucket& b, bool warm) {
+  std::string t = escape(r.name);
+  if (b.steps == 1) t += " step " + std::to_string(b.first_step) + ": " + ms(b.mean_ms) + " ms";
+  else
+    t += " steps " + std::to_string(b.first_step) + "-" + std::to_string(b.first_step + static_cast<std::int32_t>(b.steps) - 1) +
+         ": mean " + ms(b.mean_ms) + " ms (" + ms(b.min_ms) + "-" + ms(b.max_ms) + ")";
+  return t + (warm ? " (warm-up)" : "");
+}
+
+/// One run's line, median and dots in the step-time chart; `x` and `y` map step index and ms. The
+/// points are the summary's timeline: every step of a short run, equal buckets of a long one.
 template <class X, class Y>
 void step_time_run(std::string& o, const run_result& r, std::size_t ri, std::size_t n_max, bool markers, const X& x,
                    const Y& y) {
   const std::string color = run_color(ri);
+  const auto& tl = r.summary.timeline;
   o += "<g class=\"run\" data-run=\"" + std::to_string(ri) + "\">";
-  if (r.steps.size() > 1) {
+  if (tl.size() > 1) {
     o += "<polyline fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.5\" points=\"";
-    for (std::size_t i = 0; i < r.steps.size(); ++i)
-      o += (i ? " " : "") + px(x(static_cast<double>(i))) + "," + px(y(r.steps[i].wall_ms));
+    for (std::size_t i = 0; i < tl.size(); ++i) o += (i ? " " : "") + px(x(bucket_x(tl[i]))) + "," + px(y(tl[i].mean_ms));
     o += "\"/>";
   }
   const auto& s = r.summary;
   if (s.step_ms.count > 0) {
     o += "<line class=\"median\" stroke=\"" + color + "\" x1=\"" + px(x(static_cast<double>(std::min(s.warmup_steps, n_max - 1)))) +
-         "\" y1=\"" + px(y(s.step_ms.median)) + "\" x2=\"" + px(x(static_cast<double>(r.steps.size() - 1))) +
+         "\" y1=\"" + px(y(s.step_ms.median)) + "\" x2=\"" + px(x(static_cast<double>(s.steps - 1))) +
          "\" y2=\"" + px(y(s.step_ms.median)) + "\"><title>" + escape(r.name) + ": median " + ms(s.step_ms.median) +
          " ms</title></line>";
   }
-  if (markers || r.steps.size() == 1) {
-    for (std::size_t i = 0; i < r.steps.size(); ++i) {
-      const bool warm = i < s.warmup_steps;
-      o += "\n<circle cx=\"" + px(x(static_cast<double>(i))) + "\" cy=\"" + px(y(r.steps[i].wall_ms)) +
-           "\" r=\"2.5\" stroke=\"" + color + "\" fill=\"" + (warm ? std::string("#ffffff") : color) + "\"><title>" +
-           escape(r.name) + " step " + std::to_string(r.steps[i].step) + ": " + ms(r.steps[i].wall_ms) + " ms" +
-           (warm ? " (warm-up)" : "") + "</title></circle>";
+  if (markers || tl.size() == 1) {
+    for (const auto& b : tl) {
+      const bool warm = static_cast<std::size_t>(b.first_step) < s.warmup_steps;
+      o += "\n<circle cx=\"" + px(x(bucket_x(b))) + "\" cy=\"" + px(y(b.mean_ms)) + "\" r=\"2.5\" stroke=\"" + color +
+           "\" fill=\"" + (warm ? std::string("#ffffff") : color) + "\"><title>" + bucket_title(r, b, warm) +
+           "</title></circle>";
     }
   }
   o += "</g>\n";
 }
 
-/// Step time of every step, one line per run; warm-up steps shaded and drawn hollow, each run's
-/// median over the measured steps dashed. The y axis fits the measured steps: a slow first step
-/// would otherwise squash the rest into a flat line, so warm-up points above it sit on its top
-/// edge (their tooltips keep the real value).
+/// Step time along the run, one line per run (every step, or equal buckets of a long run); warm-up
+/// steps shaded and drawn hollow, each run's median over the measured steps dashed. The y axis fits
+/// the measured steps: a slow first step would otherwise squash the rest into a flat line, so
+/// warm-up points above it sit on its top edge (their tooltips keep the real value).
 inline void step_time_chart(std::string& o, const std::vector<run_result>& runs) {
-  std::size_t n_max = 0, warm_max = 0;
+  std::size_t n_max = 0, warm_max = 0, points_max = 0;
   double hi = 0, hi_all = 0;
   for (const auto& r : runs) {
-    n_max = std::max(n_max, r.steps.size());
-    warm_max = std::max(warm_max, std::min(r.summary.warmup_steps, r.steps.size()));
-    for (std::size_t i = 0; i < r.steps.size(); ++i) {
-      hi_all = std::max(hi_all, r.steps[i].wall_ms);
-      if (i >= r.summary.warmup_steps) hi = std::max(hi, r.steps[i].wall_ms);
+    n_max = std::max(n_max, r.summary.steps);
+    warm_max = std::max(warm_max, std::min(r.summary.warmup_steps, r.summary.steps));
+    points_max = std::max(points_max, r.summary.timeline.size());
+    for (const auto& b : r.summary.timeline) {
+      hi_all = std::max(hi_all, b.mean_ms);
+      if (static_cast<std::size_t>(b.first_step) >= r.summary.warmup_steps) hi = std::max(hi, b.mean_ms);
     }
   }
-  if (n_max == 0) {
+  if (n_max == 0 || points_max == 0) {
     o += "<p class=\"muted\">No steps recorded.</p>\n";
     return;
   }
@@ -108,9 +121,9 @@ inline void step_time_chart(std::string& o, const std::vector<run_result>& runs)
   svg_text(o, left + pw, height - 6, "step", "end", "unit");
   o += "\n";
 
-  const bool markers = n_max <= 150;  // beyond that, dots would merge into a smear
+  const bool markers = points_max <= 150;  // beyond that, dots would merge into a smear
   for (std::size_t ri = 0; ri < runs.size(); ++ri)
-    if (!runs[ri].steps.empty()) step_time_run(o, runs[ri], ri, n_max, markers, x, y);
+    if (!runs[ri].summary.timeline.empty()) step_time_run(o, runs[ri], ri, n_max, markers, x, y);
   o += "</svg>\n<ul class=\"legend\">";
   for (std::size_t ri = 0; ri < runs.size(); ++ri) {
     o += "<li>";
@@ -118,6 +131,7 @@ inline void step_time_chart(std::string& o, const std::vector<run_result>& runs)
     o += escape(runs[ri].name) + "</li>";
   }
   o += "<li class=\"muted\">hollow dots and shaded band: warm-up steps, excluded from the statistics; dashed: median";
+  if (points_max < n_max) o += "; long runs: each point is the mean of equal buckets of consecutive steps";
   if (hi_all > ya.max) o += "; points above the axis (up to " + ms(hi_all) + " ms) sit on its top edge";
   o += "</li>";
   o += "</ul>\n";

@@ -172,8 +172,19 @@ inline void write_run_json(detail::json_writer& w, const run_result& run) {
   w.end_object();
   w.key("summary");
   detail::write_summary(w, run.summary);
+  w.key("timeline").begin_array();
+  for (const auto& b : run.summary.timeline) {
+    w.begin_object().member("first_step", b.first_step).member("steps", static_cast<std::uint64_t>(b.steps));
+    w.member("mean_ms", b.mean_ms).member("min_ms", b.min_ms).member("max_ms", b.max_ms).end_object();
+  }
+  w.end_array();
+  // Every step, when the run kept them all (short runs, or profiler_options::keep_steps); a long
+  // run's steps are in its JSONL only, and the summary says so instead of carrying a partial list.
+  const bool all_steps = run.steps.size() == run.summary.steps;
+  w.member("steps_included", all_steps);
   w.key("steps").begin_array();
-  for (std::size_t i = 0; i < run.steps.size(); ++i) detail::write_step(w, run.steps[i], i < run.summary.warmup_steps);
+  if (all_steps)
+    for (std::size_t i = 0; i < run.steps.size(); ++i) detail::write_step(w, run.steps[i], i < run.summary.warmup_steps);
   w.end_array().end_object();
 }
 
