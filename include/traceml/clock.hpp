@@ -106,6 +106,9 @@ inline const tsc_calibration& tsc() noexcept {
 /// Monotonic time in nanoseconds on the steady_clock axis. GPU time sources map their own
 /// timestamps onto this clock so kernels and phases share one axis. Cost: one rdtsc and a multiply
 /// where the TSC is usable (about 10 ns), else one vDSO clock read (about 20-25 ns).
+#if defined(__GNUC__)
+__attribute__((always_inline))  // in a large translation unit GCC otherwise calls it: a call per read
+#endif
 inline std::int64_t now_ns() noexcept {
 #if TRACEML_HAS_TSC
   const auto& c = detail::tsc();

@@ -90,6 +90,9 @@ struct recorder_state {
   std::mutex drain_mu;  // one consumer at a time
 };
 
+#if defined(__GNUC__)
+__attribute__((always_inline))  // on every scope's path: a guard check, not a call
+#endif
 inline recorder_state& recorder() noexcept {
   static recorder_state state;
   return state;
