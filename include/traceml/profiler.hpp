@@ -27,6 +27,7 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/output_file.hpp"
+#include "traceml/detail/trace_window.hpp"
 #include "traceml/gpu/attribution_stage.hpp"
 #include "traceml/gpu/gpu_source.hpp"
 #include "traceml/sinks/html_report.hpp"
@@ -48,6 +49,12 @@ struct profiler_options {
   std::string trace_path;         ///< Chrome/Perfetto trace, written by finish()
   std::string html_path;          ///< self-contained HTML report with charts, written by finish()
   bool print_table = true;        ///< print the terminal table at finish()
+  /// Steps kept in memory for result().steps and the JSON summary's "steps" (the JSONL has every
+  /// step anyway). A longer run drops them once it passes this count, so that the profiler's memory
+  /// does not grow with the run; statistics stream either way (summary.hpp).
+  std::size_t keep_steps = exact_quantile_limit;
+  std::size_t trace_last_steps = 200;   ///< the Chrome trace keeps the last this many steps ...
+  std::size_t trace_recorded_steps = 8; ///< ... and, before them, this many with GPU kernel records
   std::vector<std::pair<std::string, std::string>> config;  ///< echoed into the outputs
 
   /// Options for a run called `name`:  traceml::profiler p(traceml::profiler_options::named("mlp"));
@@ -72,7 +79,10 @@ TRACEML_BEGIN_MODE_NAMESPACE
 #if TRACEML_ENABLED
 class profiler : public recording_callback, private recorder_observer {
  public:
-  explicit profiler(profiler_options options = {}) : options_(std::move(options)) {
+  explicit profiler(profiler_options options = {})
+      : options_(std::move(options)),
+        acc_(options_.warmup_steps, options_.tokens_per_step, options_.samples_per_step),
+        trace_(options_.trace_last_steps, options_.trace_recorded_steps) {
     result_.name = options_.run_name;
     result_.config = options_.config;
     auto& R = detail::recorder();
@@ -120,7 +130,7 @@ class profiler : public recording_callback, private recorder_observer {
   /// Steps finished so far (GPU facts attached where the source has delivered them).
   std::size_t steps_recorded() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return result_.steps.size() + waiting_.size();
+    return acc_.steps() + waiting_.size();
   }
 
   /// End the run: resolve outstanding GPU facts, compute the summary, write the outputs, print the
@@ -145,16 +155,12 @@ class profiler : public recording_callback, private recorder_observer {
       result_.summary.gpu_status = gpu_->status();
     }
     while (!waiting_.empty()) emit_front();
-    for (auto& st : result_.steps)
-      if (st.gpu) {
-        for (auto& a : st.gpu->activities) activities.push_back(a);
-        st.gpu->activities.clear();
-      }
     const std::string gpu_status = result_.summary.gpu_status;
-    result_.summary = summarize_run(result_.steps, options_.warmup_steps, options_.tokens_per_step, options_.samples_per_step);
+    result_.summary = acc_.summary();
     result_.summary.gpu_status = gpu_status;
     result_.summary.dropped_records = dropped_;
-    if (!options_.trace_path.empty()) write_chrome_trace(options_.trace_path, result_.name, trace_spans_, activities);
+    if (!options_.trace_path.empty())
+      write_chrome_trace(options_.trace_path, result_.name, trace_.spans(), trace_.activities(), trace_.coverage());
     gpu_.reset();  // after the trace: activity names belong to the source. Shuts CUPTI down.
     if (!options_.json_path.empty()) write_json_summary(options_.json_path, {result_});
     if (!options_.html_path.empty()) write_html_report(options_.html_path, {result_}, "traceml: " + result_.name);
@@ -193,6 +199,7 @@ class profiler : public recording_callback, private recorder_observer {
       auto st = compute_step(step.step, spans);
       if (!st) return;
       waiting_.push_back(std::move(*st));
+      if (!options_.trace_path.empty()) trace_spans_.emplace_back(step.step, spans);
       if (gpu_) {
         gpu_->step_ended(step.step, spans);
         // Attribution runs here, on the thread that ended the step and after its end was stamped
@@ -221,7 +228,6 @@ class profiler : public recording_callback, private recorder_observer {
     dropped_ += detail::drain_all([this](const span_record& r) {
       if (r.step < 0) return;  // outside any step: nothing to attribute it to
       pending_.push_back(r);
-      if (!options_.trace_path.empty()) trace_spans_.push_back(r);
     });
     if (dropped_) report_once("ring-full", "CPU records were dropped: a thread recorded more than 16384 scopes in one step");
   }
@@ -235,11 +241,30 @@ class profiler : public recording_callback, private recorder_observer {
         }
   }
 
+  /// A step is complete (CPU and GPU): into the JSONL, the statistics, the trace window, and the
+  /// kept steps while the run is short enough to keep them.
   void emit_front() {
     step_result st = std::move(waiting_.front());
     waiting_.pop_front();
     if (jsonl_) jsonl_->write(step_jsonl_line(result_.name, st));
-    result_.steps.push_back(std::move(st));
+    if (!options_.trace_path.empty()) {
+      std::vector<span_record> spans;
+      while (!trace_spans_.empty() && trace_spans_.front().first <= st.step) {
+        if (trace_spans_.front().first == st.step) spans = std::move(trace_spans_.front().second);
+        trace_spans_.pop_front();
+      }
+      std::vector<gpu_activity> activities;
+      if (st.gpu) activities.swap(st.gpu->activities);
+      trace_.add(st.step, std::move(spans), std::move(activities), st.gpu && st.gpu->kernels_measured);
+    }
+    if (st.gpu) st.gpu->activities.clear();
+    acc_.add(st);
+    if (result_.steps.size() < options_.keep_steps && acc_.steps() == result_.steps.size() + 1) {
+      result_.steps.push_back(std::move(st));
+    } else if (!result_.steps.empty()) {
+      result_.steps.clear();  // past keep_steps: per-step data lives in the JSONL
+      result_.steps.shrink_to_fit();
+    }
   }
 
   profiler_options options_;
@@ -248,7 +273,9 @@ class profiler : public recording_callback, private recorder_observer {
   attribution_stage stage_;               // raw GPU activity -> reports; leftovers between rounds
   std::unique_ptr<detail::output_file> jsonl_;
   std::vector<span_record> pending_;      // records of steps not yet closed
-  std::vector<span_record> trace_spans_;  // every record, kept only when a trace is wanted
+  std::deque<std::pair<std::int32_t, std::vector<span_record>>> trace_spans_;  // per step, until it is emitted
+  run_accumulator acc_;                   // the run's statistics, step by step (bounded memory)
+  detail::trace_window trace_;            // what the Chrome trace keeps (bounded)
   std::deque<step_result> waiting_;       // closed on the CPU, GPU facts not yet in
   run_result result_;
   std::uint64_t dropped_ = 0;

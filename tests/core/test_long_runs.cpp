@@ -2,10 +2,17 @@
 // summarize(), and the run summary of a run longer than the exact-quantile limit.
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <set>
 
 #include "mixed_run.hpp"
+#include "test_helpers.hpp"
 
 using namespace traceml;
 
@@ -16,6 +23,11 @@ std::vector<double> lognormal(std::size_t n, unsigned seed, double mu = 3, doubl
   std::vector<double> v(n);
   for (auto& x : v) x = d(rng);
   return v;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
 double exact_quantile(std::vector<double> v, double q) {
@@ -183,4 +195,62 @@ TEST_CASE("run_accumulator mid-run: warm-up never more than half, statistics of 
   CHECK(s.total_wall_ms == Approx(26.1 * 10 + 2 * 3 * 24));
   REQUIRE(s.timeline.size() == run.steps.size());  // short runs: one step per point
   for (std::size_t i = 0; i < run.steps.size(); ++i) CHECK(s.timeline[i].mean_ms == run.steps[i].wall_ms);
+}
+
+TEST_CASE("a profiled run longer than keep_steps: steps only in the JSONL, a bounded trace, full statistics", "[profiler][long]") {
+  traceml_test::reset_recorder();
+  const std::string dir = traceml_test::temp_path("long_run_dir");
+  std::system(("mkdir -p '" + dir + "'").c_str());
+  auto opts = profiler_options::named("long").write_all_to(dir);
+  opts.print_table = false;
+  opts.warmup_steps = 2;
+  opts.keep_steps = 50;
+  opts.trace_last_steps = 10;
+  {
+    profiler prof(opts);
+    for (int s = 0; s < 200; ++s) {
+      TRACEML_STEP();
+      for (int m = 0; m < 2; ++m) {
+        TRACEML_MICROBATCH();
+        TRACEML_PHASE(forward);
+      }
+    }
+    const auto& r = prof.finish();
+    CHECK(r.steps.empty());            // dropped once past keep_steps
+    CHECK(r.summary.steps == 200);
+    CHECK(r.summary.step_ms.count == 198);
+    CHECK(r.summary.timeline.size() == 200);
+  }
+  const auto summary = nlohmann::json::parse(slurp(dir + "/long_summary.json"));
+  const auto& run = summary["runs"][0];
+  CHECK(run["steps_included"] == false);
+  CHECK(run["steps"].empty());
+  CHECK(run["summary"]["steps"] == 200);
+  CHECK(run["timeline"].size() == 200);
+  std::size_t lines = 0;
+  {
+    std::ifstream jsonl(dir + "/long_steps.jsonl");
+    for (std::string line; std::getline(jsonl, line);) ++lines;
+  }
+  CHECK(lines == 200);  // every step, streamed
+  const auto trace = nlohmann::json::parse(slurp(dir + "/long_trace.json"));
+  CHECK(trace["otherData"]["steps"].get<std::string>().rfind("10 of 200 steps", 0) == 0);
+  std::set<int> steps_in_trace;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X") steps_in_trace.insert(e["args"]["step"].get<int>());
+  CHECK(steps_in_trace.size() == 10);
+  CHECK(*steps_in_trace.begin() == 190);
+}
+
+TEST_CASE("trace window: the last steps, and before them the last recorded ones", "[profiler][long]") {
+  detail::trace_window w(3, 2);
+  for (int s = 0; s < 20; ++s) {
+    span_record r;
+    r.step = s;
+    w.add(s, {r}, {}, s % 5 == 0);  // steps 0, 5, 10, 15 recorded
+  }
+  std::vector<int> kept;
+  for (const auto& r : w.spans()) kept.push_back(r.step);
+  CHECK(kept == std::vector<int>{10, 15, 17, 18, 19});
+  CHECK(w.coverage().rfind("5 of 20 steps", 0) == 0);
 }

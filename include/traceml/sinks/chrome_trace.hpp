@@ -32,9 +32,10 @@ inline const char* activity_category(gpu_activity::type t) {
 }
 }  // namespace detail
 
-/// The trace document for one run. Times are microseconds from the first record.
+/// The trace document for one run. Times are microseconds from the first record. `coverage`, when
+/// given, says which steps the trace holds (otherData.steps).
 inline std::string chrome_trace(const std::string& run_name, const std::vector<span_record>& spans,
-                                const std::vector<gpu_activity>& gpu = {}) {
+                                const std::vector<gpu_activity>& gpu = {}, const std::string& coverage = "") {
   std::int64_t origin = std::numeric_limits<std::int64_t>::max();
   for (const auto& r : spans) origin = std::min(origin, r.begin_ns);
   for (const auto& a : gpu) origin = std::min(origin, a.begin_ns);
@@ -44,7 +45,9 @@ inline std::string chrome_trace(const std::string& run_name, const std::vector<s
   std::string out;
   detail::json_writer w(out);
   w.begin_object().member("displayTimeUnit", "ms");
-  w.key("otherData").begin_object().member("run", run_name).member("traceml_version", TRACEML_VERSION_STRING).end_object();
+  w.key("otherData").begin_object().member("run", run_name).member("traceml_version", TRACEML_VERSION_STRING);
+  if (!coverage.empty()) w.member("steps", coverage);
+  w.end_object();
   w.key("traceEvents").begin_array();
 
   const auto meta = [&](int pid, std::int64_t tid, const char* what, const std::string& name) {
@@ -101,8 +104,9 @@ inline std::string chrome_trace(const std::string& run_name, const std::vector<s
 
 /// Writes chrome_trace(...) to `path`; false (reported once) when it cannot.
 inline bool write_chrome_trace(const std::string& path, const std::string& run_name,
-                               const std::vector<span_record>& spans, const std::vector<gpu_activity>& gpu = {}) {
-  return detail::write_whole_file(path, "Chrome trace", chrome_trace(run_name, spans, gpu));
+                               const std::vector<span_record>& spans, const std::vector<gpu_activity>& gpu = {},
+                               const std::string& coverage = "") {
+  return detail::write_whole_file(path, "Chrome trace", chrome_trace(run_name, spans, gpu, coverage));
 }
 
 TRACEML_END_NAMESPACE
