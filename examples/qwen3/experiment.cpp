@@ -298,7 +298,7 @@ int main(int argc, char** argv) {
     if (gap) std::printf("\n%s", qwen3::explain(*gap).c_str());
     if (peak > 0) std::printf("MFU: %.1f TFLOP per step at a %.0f TFLOP/s peak\n", step_flops / 1e12, peak / 1e12);
 
-    // One JSON summary: the traceml runs (schema traceml.summary/1) plus the comparison.
+    // One JSON summary: the traceml runs (schema in docs/json-schema.md) plus the comparison.
     auto doc = nlohmann::json::parse(traceml::json_summary(all_runs));
     doc["comparison"] = qwen3::comparison_json(rows, gap);
     traceml::write_html_report(o.out + "/accumulation_report.html", all_runs, "traceml: gradient accumulation, " +
