@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -200,7 +202,7 @@ TEST_CASE("run_accumulator mid-run: warm-up never more than half, statistics of 
 TEST_CASE("a profiled run longer than keep_steps: steps only in the JSONL, a bounded trace, full statistics", "[profiler][long]") {
   traceml_test::reset_recorder();
   const std::string dir = traceml_test::temp_path("long_run_dir");
-  std::system(("mkdir -p '" + dir + "'").c_str());
+  ::mkdir(dir.c_str(), 0755);  // may exist from an earlier run
   auto opts = profiler_options::named("long").write_all_to(dir);
   opts.print_table = false;
   opts.warmup_steps = 2;
