@@ -3,6 +3,7 @@
 // attached, GPU facts. Per run: statistics over the steps after warm-up. Pure functions.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -110,9 +111,13 @@ struct recording_summary {
   std::size_t recorded_steps = 0;  ///< measured steps with kernel records
   double recorded_step_ms = 0;     ///< median wall time of the recorded steps
   double untraced_step_ms = 0;     ///< median wall time of the untraced baseline steps
-  /// recorded / untraced - 1, from the two medians: how much slower a recorded step ran. nullopt
-  /// when either set is empty.
+  /// How much slower a recorded step ran: the median, over recorded steps, of each one's wall time
+  /// against the median of the (up to 5) untraced steps just before it, minus 1. Paired with its
+  /// neighbours so that a run whose step time drifts (a noisy machine) does not make recorded
+  /// steps look cheaper or dearer than they were. nullopt when no recorded step had untraced
+  /// steps before it.
   std::optional<double> cost;
+  std::size_t paired_steps = 0;    ///< recorded steps `cost` rests on
 };
 
 /// Consecutive steps folded into one point of the step-time timeline.
@@ -450,7 +455,9 @@ class run_accumulator {
     if (base) {
       baseline_step_.add(st.wall_ms);
       baseline_residual_ += st.residual_ms;
+      recent_untraced_[recent_count_++ % recent_untraced_.size()] = st.wall_ms;
     }
+    if (rec && recent_count_ > 0) recorded_ratio_.add(st.wall_ms / recent_untraced_median());
     // Also every measured step, for the baseline of a run whose every step was recorded.
     all_residual_ += st.residual_ms;
     for (auto& pa : phases_) fold_phase(pa, st, timed, base, rec);
@@ -495,6 +502,15 @@ class run_accumulator {
     pa.seen.recorded += rec;
   }
 
+  /// The median of the last (up to 5) untraced steps: the local baseline a recorded step is paired with.
+  double recent_untraced_median() const {
+    const std::size_t n = std::min<std::size_t>(recent_count_, recent_untraced_.size());
+    std::array<double, 5> v{};
+    std::copy(recent_untraced_.begin(), recent_untraced_.begin() + static_cast<std::ptrdiff_t>(n), v.begin());
+    std::sort(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n));
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  }
+
   /// Baseline and recording cost. With every measured step recorded, the baseline is all of them.
   void summarize_sets(run_summary& s) const {
     s.recording.recorded_steps = static_cast<std::size_t>(count_.recorded);
@@ -510,12 +526,10 @@ class run_accumulator {
     }
     if (count_.recorded) {
       s.recording.recorded_step_ms = recorded_step_.summary().median;
-      if (s.baseline.untraced && count_.baseline) {
-        s.recording.untraced_step_ms = baseline_step_.summary().median;
-        if (s.recording.untraced_step_ms > 0)
-          s.recording.cost = s.recording.recorded_step_ms / s.recording.untraced_step_ms - 1.0;
-      }
+      if (s.baseline.untraced && count_.baseline) s.recording.untraced_step_ms = baseline_step_.summary().median;
     }
+    s.recording.paired_steps = static_cast<std::size_t>(recorded_ratio_.count());
+    if (recorded_ratio_.count()) s.recording.cost = recorded_ratio_.summary().median - 1.0;
   }
 
   phase_summary phase_result(const detail::phase_accumulator& pa) const {
@@ -546,6 +560,9 @@ class run_accumulator {
   bool previous_recorded_ = false;
   detail::set_counts count_;
   running_stats step_, residual_, step_gpu_, recorded_step_, baseline_step_;
+  running_stats recorded_ratio_;            // each recorded step / its local untraced baseline
+  std::array<double, 5> recent_untraced_{}; // the last untraced steps' wall times (a ring)
+  std::uint64_t recent_count_ = 0;
   double baseline_residual_ = 0, all_residual_ = 0;
   detail::kernel_accumulator step_kernels_;
   std::vector<phase_accumulator> phases_;

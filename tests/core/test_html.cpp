@@ -482,7 +482,7 @@ TEST_CASE("a run mixing recorded and unrecorded steps: each GPU figure from its 
     CHECK(doc.find("<td>58.7% of the step's GPU window, over 1 recorded step of 10</td>") != std::string::npos);
     CHECK(doc.find("<td>510, over 1 recorded step of 10</td>") != std::string::npos);
     // 35 / 24 - 1
-    CHECK(doc.find("<td>+45.8% per recorded step (median recorded vs untraced step)</td>") != std::string::npos);
+    CHECK(doc.find("<td>+45.8% per recorded step (median of each against the untraced steps before it)</td>") != std::string::npos);
   }
   SECTION("the busy/idle bars split forward's GPU window: 6 + 5 = 11 ms on a 20 ms axis") {
     const auto inner = children(tags, find_id(tags, "gpu-busy-idle"));

@@ -131,7 +131,7 @@ TEST_CASE("the table prints each GPU figure over its own steps and says which", 
   CHECK(step[12] == "510");
   CHECK(table.find("wall: 10 steps; gpu ms: 10 of 10 steps (CUDA events); kernel ms, busy/idle % of the GPU window, "
                    "kernels/step: 1 of 10 steps (recorded, CUPTI); recording cost +45.8% per recorded step "
-                   "(median recorded vs untraced step)\n") != std::string::npos);
+                   "(median of each against the untraced steps before it)\n") != std::string::npos);
   SECTION("every busy and idle share is within [0, 100]") {
     for (const char* name : {"dataloader", "forward", "backward", "optimizer", "step"}) {
       const auto row = table_row(table, name);

@@ -391,3 +391,29 @@ TEST_CASE("summarize_run: CUDA-event reports give GPU time, never kernel zeros",
   CHECK(s.phases[0].gpu_ms->mean == Approx((4 + 6 + 8) / 3.0));  // two micro-batches per step
   CHECK(s.phases[0].baseline.gpu_ms == Approx((4 + 6 + 8) / 3.0));
 }
+
+TEST_CASE("recording cost pairs each recorded step with the untraced steps before it", "[stats][mixed]") {
+  // The step time drifts from 100 to 300 ms over the run (a noisy machine); recorded steps, early on,
+  // take 20% longer than their neighbours. Global medians would call recording a saving.
+  std::vector<step_result> steps;
+  for (int i = 0; i < 100; ++i) {
+    const double base = 100 + 2.0 * i;
+    const bool recorded = i == 10 || i == 20 || i == 30;
+    step_result st;
+    st.step = i;
+    st.wall_ms = recorded ? 1.2 * base : base;
+    st.phases.push_back({phase_kind::forward, "forward", st.wall_ms / 2, 1, true});
+    step_gpu_report g;
+    g.step = i;
+    g.kernels_measured = recorded;
+    st.gpu = g;
+    steps.push_back(st);
+  }
+  const auto s = summarize_run(steps, 0);
+  CHECK(s.recording.recorded_step_ms < s.recording.untraced_step_ms);  // the two global medians
+  REQUIRE(s.recording.cost);
+  CHECK(s.recording.paired_steps == 3);
+  // Ratios: step 10 144 / 114 (steps 5..9), step 20 168 / 134 (15..19), step 30 192 / 154 (25..29);
+  // their median is step 20's.
+  CHECK(*s.recording.cost == Approx(1.2 * 140 / 134 - 1));
+}

@@ -64,11 +64,11 @@ inline std::string signed_percent(double fraction) {
   return (fraction >= 0 ? "+" : "") + fixed_text(fraction * 100, 1) + "%";
 }
 
-/// "recording cost +45.8% per recorded step (median recorded vs untraced step)", or "" when the
+/// "recording cost +45.8% per recorded step (median of each against the untraced steps before it)", or "" when the
 /// cost is not known (no recorded step, or no untraced step to compare with).
 inline std::string recording_cost_note(const recording_summary& r) {
   if (!r.cost) return "";
-  return "recording cost " + signed_percent(*r.cost) + " per recorded step (median recorded vs untraced step)";
+  return "recording cost " + signed_percent(*r.cost) + " per recorded step (median of each against the untraced steps before it)";
 }
 
 }  // namespace detail

@@ -32,7 +32,7 @@ inline void gpu_summary_rows(std::string& o, const run_summary& s) {
   }
   if (s.recording.cost)
     kv_row(o, "recording cost", signed_percent(*s.recording.cost) +
-                                    " per recorded step (median recorded vs untraced step)");
+                                    " per recorded step (median of each against the untraced steps before it)");
 }
 
 inline void config_and_summary(std::string& o, const run_result& r, std::size_t index) {

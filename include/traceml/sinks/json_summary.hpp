@@ -154,7 +154,7 @@ inline void write_summary(json_writer& w, const run_summary& s) {
   const auto& r = s.recording;
   w.key("recording").begin_object().member("recorded_steps", static_cast<std::uint64_t>(r.recorded_steps));
   w.member("recorded_step_ms", r.recorded_step_ms).member("untraced_step_ms", r.untraced_step_ms);
-  w.member("cost", r.cost).end_object();
+  w.member("cost", r.cost).member("paired_steps", static_cast<std::uint64_t>(r.paired_steps)).end_object();
   const auto& b = s.baseline;
   w.key("baseline").begin_object().member("steps", static_cast<std::uint64_t>(b.steps)).member("untraced", b.untraced);
   w.member("step_ms", b.step_ms).member("residual_ms", b.residual_ms).end_object();
