@@ -28,7 +28,7 @@
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/output_file.hpp"
 #include "traceml/detail/trace_window.hpp"
-#include "traceml/gpu/attribution_stage.hpp"
+#include "traceml/gpu/attribution_worker.hpp"
 #include "traceml/gpu/gpu_source.hpp"
 #include "traceml/sinks/html_report.hpp"
 #include "traceml/sinks/json_summary.hpp"
@@ -115,15 +115,16 @@ class profiler : public recording_callback, private recorder_observer {
   void set_gpu_source(std::unique_ptr<gpu_source> source) {
     std::lock_guard<std::mutex> lock(mu_);
     gpu_ = std::move(source);
-    stage_.keep_activities(!options_.trace_path.empty());
+    attribution_.keep_activities(!options_.trace_path.empty());
     detail::recorder().observe_phases.store(attached_ && gpu_ && gpu_->wants_scope_hooks(), std::memory_order_relaxed);
   }
   gpu_source* gpu() const noexcept { return gpu_.get(); }
-  /// Diagnostics and tests: `tap` sees every attribution round (input and output), on the thread
-  /// that ended the step. Call before the first step.
+  /// Diagnostics and tests: `tap` sees every attribution round (input and output), on the
+  /// attribution worker's thread; what it gathers is safe to read after finish(). Call before the
+  /// first step.
   void set_attribution_tap(attribution_stage::round_tap tap) {
     std::lock_guard<std::mutex> lock(mu_);
-    stage_.set_round_tap(std::move(tap));
+    attribution_.set_round_tap(std::move(tap));
   }
   const profiler_options& options() const noexcept { return options_; }
 
@@ -148,7 +149,7 @@ class profiler : public recording_callback, private recorder_observer {
     std::vector<gpu_activity> activities;
     if (gpu_) {
       try {
-        attach_reports(stage_.add(gpu_->collect(true)));
+        attach_reports(attribution_.finish(gpu_->collect(true)));
       } catch (const std::exception& e) {
         report_once("gpu-collect", std::string("GPU source failed at the end of the run: ") + e.what());
       }
@@ -202,11 +203,10 @@ class profiler : public recording_callback, private recorder_observer {
       if (!options_.trace_path.empty()) trace_spans_.emplace_back(step.step, spans);
       if (gpu_) {
         gpu_->step_ended(step.step, spans);
-        // Attribution runs here, on the thread that ended the step and after its end was stamped
-        // (off the step's wall time), and only when a recorded step completed: a few steps per run
-        // under the default budget, each a round of about a millisecond. A worker thread would
-        // need a second path for the reports back into the profiler; this keeps one.
-        attach_reports(stage_.add(gpu_->collect(false)));
+        // The delivery goes to the attribution worker (a recorded step takes milliseconds to
+        // attribute: not on the training thread); reports of earlier steps come back from it.
+        attribution_.submit(gpu_->collect(false));
+        attach_reports(attribution_.take_ready());
         while (!waiting_.empty() && waiting_.front().gpu) emit_front();
       } else {
         emit_front();
@@ -270,7 +270,7 @@ class profiler : public recording_callback, private recorder_observer {
   profiler_options options_;
   mutable std::mutex mu_;
   std::unique_ptr<gpu_source> gpu_;
-  attribution_stage stage_;               // raw GPU activity -> reports; leftovers between rounds
+  attribution_worker attribution_;        // raw GPU activity -> reports, on its own thread
   std::unique_ptr<detail::output_file> jsonl_;
   std::vector<span_record> pending_;      // records of steps not yet closed
   std::deque<std::pair<std::int32_t, std::vector<span_record>>> trace_spans_;  // per step, until it is emitted

@@ -5,9 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "traceml/gpu/attribution_stage.hpp"
+#include "traceml/gpu/attribution_worker.hpp"
 
 using namespace traceml;
 
@@ -217,4 +219,55 @@ TEST_CASE("activities for the trace are kept only when asked", "[stage]") {
   CHECK(std::string(reports[1].activities[0].name) == "gemm");
   CHECK(std::string(reports[1].activities[0].phase_name) == "forward");
   CHECK(reports[1].activities[0].step == 1);
+}
+
+TEST_CASE("the attribution worker gives the stage's reports, in order, off the calling thread", "[stage][worker]") {
+  // The same three deliveries as above, through the worker: the reports must equal the stage's.
+  const auto deliveries = [] {
+    std::vector<gpu_delivery> d = {first_delivery()};
+    step_activity u;
+    u.step = 2;
+    u.spans = {timed(span(phase_kind::step, "step", 2, 2100, 2200), 700)};
+    gpu_delivery quiet;
+    quiet.steps = {u};
+    d.push_back(quiet);
+    step_activity s3;
+    s3.step = 3;
+    s3.recorded = true;
+    s3.spans = {timed(span(phase_kind::step, "step", 3, 3000, 4000), -1, 5, 8),
+                timed(span(phase_kind::forward, "forward", 3, 3100, 3500), -1, 6, 7)};
+    gpu_delivery next;
+    next.steps = {s3};
+    next.markers = {marker(5, 2400, 2410), marker(6, 2450, 2460), marker(7, 2700, 2710), marker(8, 2800, 2810)};
+    d.push_back(next);
+    return d;
+  }();
+  attribution_stage stage;
+  std::vector<step_gpu_report> direct;
+  for (const auto& d : deliveries)
+    for (auto& r : stage.add(d)) direct.push_back(std::move(r));
+
+  attribution_worker worker;
+  const auto caller = std::this_thread::get_id();
+  std::thread::id worker_thread;
+  worker.set_round_tap([&](const attribution_input&, const attribution_output&) { worker_thread = std::this_thread::get_id(); });
+  std::vector<step_gpu_report> via;
+  for (const auto& d : deliveries) {
+    worker.submit(d);
+    for (auto& r : worker.take_ready()) via.push_back(std::move(r));
+  }
+  gpu_delivery last;
+  last.final = true;
+  for (auto& r : worker.finish(last)) via.push_back(std::move(r));
+  CHECK(worker_thread != caller);
+  REQUIRE(via.size() == direct.size());
+  for (std::size_t i = 0; i < via.size(); ++i) {
+    CHECK(via[i].step == direct[i].step);
+    CHECK(via[i].kernels_measured == direct[i].kernels_measured);
+    CHECK(via[i].total.span_ns == direct[i].total.span_ns);
+    CHECK(via[i].total.kernel_count == direct[i].total.kernel_count);
+    CHECK(via[i].total.busy_ns == direct[i].total.busy_ns);
+  }
+  CHECK(via.back().step == 3);
+  CHECK(via.back().total.kernel_count == 1);
 }
