@@ -24,6 +24,8 @@
 #include <CLI/CLI.hpp>
 #include <traceml/traceml.hpp>
 
+#include "empty_step.hpp"
+
 namespace {
 
 double rss_mb() {  // current resident set, from /proc (Linux)
@@ -54,15 +56,7 @@ int run_one(long steps, const std::string& out) {
   traceml::profiler prof(opts);
   const double rss_before = rss_mb();
   const auto t0 = std::chrono::steady_clock::now();
-  for (long s = 0; s < steps; ++s) {
-    TRACEML_STEP();
-    for (int m = 0; m < 4; ++m) {
-      TRACEML_MICROBATCH();
-      { TRACEML_PHASE(forward); }
-      { TRACEML_PHASE(backward); }
-    }
-    { TRACEML_PHASE(optimizer); }
-  }
+  for (long s = 0; s < steps; ++s) traceml_bench::empty_step();
   const double loop_s = seconds_since(t0);
   const double rss_loop = rss_mb();
   const double peak_loop = peak_rss_mb();

@@ -28,6 +28,8 @@
 #include <traceml/detail/scope_pairing.hpp>
 #include <traceml/traceml.hpp>
 
+#include "empty_step.hpp"
+
 namespace {
 
 constexpr std::int64_t drain_every = 8192;  // half a ring: never full, pauses rare
@@ -119,15 +121,7 @@ static void BM_profiled_step(benchmark::State& state) {
   auto prof = std::make_unique<traceml::profiler>(opts);
   std::int64_t steps = 0;
   for (auto _ : state) {
-    {
-      TRACEML_STEP();
-      for (int m = 0; m < 4; ++m) {
-        TRACEML_MICROBATCH();
-        { TRACEML_PHASE(forward); }
-        { TRACEML_PHASE(backward); }
-      }
-      { TRACEML_PHASE(optimizer); }
-    }
+    traceml_bench::empty_step();
     if (++steps % 1024 == 0) {
       state.PauseTiming();
       prof.reset();

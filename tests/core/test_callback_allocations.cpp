@@ -12,6 +12,8 @@
 
 #include <traceml/callback.hpp>
 
+#include "hook_step.hpp"
+
 namespace {
 std::atomic<std::size_t> allocations{0};
 
@@ -69,22 +71,7 @@ std::size_t drain_count() {
 // One step of a 2-micro-batch schedule through the hooks: 12 records. `attention` is a user phase
 // name whose end hook gets another pointer to the same text (a strcmp, not a pointer compare).
 void one_step(callback_list& cbs, const char* attention_begin, const char* attention_end) {
-  cbs.on_step_begin();
-  for (int m = 0; m < 2; ++m) {
-    cbs.on_microbatch_begin();
-    cbs.on_phase_begin(phase_kind::dataloader);
-    cbs.on_phase_end(phase_kind::dataloader);
-    cbs.on_phase_begin(phase_kind::forward);
-    cbs.on_phase_begin(phase_kind::user, attention_begin);
-    cbs.on_phase_end(phase_kind::user, attention_end);
-    cbs.on_phase_end(phase_kind::forward);
-    cbs.on_phase_begin(phase_kind::backward);
-    cbs.on_phase_end(phase_kind::backward);
-    cbs.on_microbatch_end();
-  }
-  cbs.on_phase_begin(phase_kind::optimizer);
-  cbs.on_phase_end(phase_kind::optimizer);
-  cbs.on_step_end();
+  traceml_test::hook_step(cbs, attention_begin, attention_end, /*dataloader=*/true);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "hook_step.hpp"
 #include "test_helpers.hpp"
 
 using namespace traceml;
@@ -49,22 +50,7 @@ TEST_CASE("hooks and scopes give identical records", "[callbacks]") {
   callback_list cbs;
   cbs.add(rec);
   cbs.on_train_begin();
-  for (int s = 0; s < 2; ++s) {
-    cbs.on_step_begin();
-    for (int m = 0; m < 2; ++m) {
-      cbs.on_microbatch_begin();
-      cbs.on_phase_begin(phase_kind::forward);
-      cbs.on_phase_begin(phase_kind::user, "attention");
-      cbs.on_phase_end(phase_kind::user, "attention");
-      cbs.on_phase_end(phase_kind::forward);
-      cbs.on_phase_begin(phase_kind::backward);
-      cbs.on_phase_end(phase_kind::backward);
-      cbs.on_microbatch_end();
-    }
-    cbs.on_phase_begin(phase_kind::optimizer);
-    cbs.on_phase_end(phase_kind::optimizer);
-    cbs.on_step_end();
-  }
+  for (int s = 0; s < 2; ++s) traceml_test::hook_step(cbs);
   cbs.on_train_end();
   const auto from_hooks = shape(drain());
   CHECK(from_hooks == from_scopes);

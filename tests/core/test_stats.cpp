@@ -24,6 +24,30 @@ span_record rec(phase_kind kind, const char* name, double b_ms, double e_ms, int
 }
 }  // namespace
 
+namespace {
+/// Step `i`: 10 ms with a 6 ms forward phase over two micro-batches, and a GPU report with `forward`
+/// as the facts of each micro-batch's forward and `total` for the step.
+step_result two_microbatch_step(int i, bool kernels_measured, const gpu_facts& forward, const gpu_facts& total) {
+  step_result st;
+  st.step = i;
+  st.wall_ms = 10;
+  st.phases.push_back({phase_kind::forward, "forward", 6, 2, true});
+  step_gpu_report g;
+  g.step = i;
+  g.kernels_measured = kernels_measured;
+  g.total = total;
+  phase_gpu_facts f;
+  f.kind = phase_kind::forward;
+  f.name = "forward";
+  f.microbatch = 0;
+  f.facts = forward;
+  g.phases = {f, f};
+  g.phases[1].microbatch = 1;
+  st.gpu = g;
+  return st;
+}
+}  // namespace
+
 TEST_CASE("summarize: median, mean, extremes, p10/p90, sample stddev", "[stats]") {
   const auto s = summarize({4, 100, 1, 3, 2});
   CHECK(s.count == 5);
@@ -178,20 +202,11 @@ TEST_CASE("summarize_run: top kernels are cut only after every recorded step was
   // 11th of every step, the first of the run.
   std::vector<step_result> steps;
   for (int i = 0; i < 3; ++i) {
-    step_result st;
-    st.step = i;
-    st.wall_ms = 100;
-    st.phases.push_back({phase_kind::forward, "forward", 90, 1, true});
-    step_gpu_report g;
-    g.step = i;
-    g.kernels_measured = true;
-    phase_gpu_facts f;
-    f.kind = phase_kind::forward;
-    f.name = "forward";
-    for (int k = 0; k < 10; ++k) f.kernels.push_back({"step" + std::to_string(i) + "_k" + std::to_string(k), 1, 6'000'000});
-    f.kernels.push_back({"steady", 1, 5'000'000});
-    g.phases = {f};
-    st.gpu = g;
+    auto st = two_microbatch_step(i, true, gpu_facts{}, gpu_facts{});
+    auto& f = st.gpu->phases;
+    f.pop_back();  // one micro-batch
+    for (int k = 0; k < 10; ++k) f[0].kernels.push_back({"step" + std::to_string(i) + "_k" + std::to_string(k), 1, 6'000'000});
+    f[0].kernels.push_back({"steady", 1, 5'000'000});
     steps.push_back(st);
   }
   const auto s = summarize_run(steps, 0);
@@ -313,29 +328,6 @@ TEST_CASE("summarize_run: shares stay within [0, 1] and busy + idle = window, wh
   }
 }
 
-namespace {
-/// Step `i`: 10 ms with a 6 ms forward phase over two micro-batches, and a GPU report with `forward`
-/// as the facts of each micro-batch's forward and `total` for the step.
-step_result two_microbatch_step(int i, bool kernels_measured, const gpu_facts& forward, const gpu_facts& total) {
-  step_result st;
-  st.step = i;
-  st.wall_ms = 10;
-  st.phases.push_back({phase_kind::forward, "forward", 6, 2, true});
-  step_gpu_report g;
-  g.step = i;
-  g.kernels_measured = kernels_measured;
-  g.total = total;
-  phase_gpu_facts f;
-  f.kind = phase_kind::forward;
-  f.name = "forward";
-  f.microbatch = 0;
-  f.facts = forward;
-  g.phases = {f, f};
-  g.phases[1].microbatch = 1;
-  st.gpu = g;
-  return st;
-}
-}  // namespace
 
 TEST_CASE("summarize_run: kernel columns average the recorded steps only", "[stats]") {
   // One step in four recorded by CUPTI (the overhead budget): per step 2 micro-batches x 100

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "synthetic_records.hpp"
 #include "traceml/gpu/attribution.hpp"
 
 using namespace traceml;
@@ -45,13 +46,7 @@ struct scenario {
   }
 
   void kernel(const char* name, std::int64_t b, std::int64_t e, std::uint32_t stream = main_stream) {
-    gpu_record r;
-    r.what = gpu_activity::type::kernel;
-    r.begin_ns = b;
-    r.end_ns = e;
-    r.stream = stream;
-    r.name = name;
-    in.records.push_back(r);
+    in.records.push_back(traceml_test::kernel_record(name, b, e, stream));
   }
   void copy(gpu_activity::type what, std::int64_t b, std::int64_t e, std::uint64_t bytes, std::uint32_t stream = main_stream) {
     gpu_record r;

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "synthetic_records.hpp"
 #include "traceml/gpu/attribution_stage.hpp"
 #include "traceml/gpu/attribution_worker.hpp"
 
@@ -33,15 +34,7 @@ timed_span timed(const span_record& s, std::int64_t event_ns, std::uint64_t begi
   return timed_span{marked_span{s, begin_marker, end_marker}, event_ns};
 }
 
-gpu_record kernel(const char* name, std::int64_t b, std::int64_t e) {
-  gpu_record r;
-  r.what = gpu_activity::type::kernel;
-  r.begin_ns = b;
-  r.end_ns = e;
-  r.stream = stream;
-  r.name = name;
-  return r;
-}
+gpu_record kernel(const char* name, std::int64_t b, std::int64_t e) { return traceml_test::kernel_record(name, b, e, stream); }
 
 marker_time marker(std::uint64_t seq, std::int64_t b, std::int64_t e) { return marker_time{seq, 0, stream, b, e}; }
 
@@ -73,6 +66,29 @@ gpu_delivery first_delivery() {
   d.markers = {marker(1, 1200, 1210), marker(2, 1300, 1310), marker(3, 1600, 1610), marker(4, 1900, 1910)};
   d.records = {kernel("gemm", 1400, 1500), kernel("late", 2500, 2600)};
   return d;
+}
+
+/// Step 2: unrecorded, timed by events only.
+gpu_delivery quiet_delivery() {
+  step_activity u;
+  u.step = 2;
+  u.spans = {timed(span(phase_kind::step, "step", 2, 2100, 2200), 700)};
+  gpu_delivery quiet;
+  quiet.steps = {u};
+  return quiet;
+}
+
+/// Step 3: recorded, no events (span_ns from its markers, seq 5-8), after the leftover kernel.
+gpu_delivery recorded_delivery() {
+  step_activity s3;
+  s3.step = 3;
+  s3.recorded = true;
+  s3.spans = {timed(span(phase_kind::step, "step", 3, 3000, 4000), -1, 5, 8),
+              timed(span(phase_kind::forward, "forward", 3, 3100, 3500), -1, 6, 7)};
+  gpu_delivery next;
+  next.steps = {s3};
+  next.markers = {marker(5, 2400, 2410), marker(6, 2450, 2460), marker(7, 2700, 2710), marker(8, 2800, 2810)};
+  return next;
 }
 
 }  // namespace
@@ -135,12 +151,7 @@ TEST_CASE("leftover records wait through unrecorded rounds and land in the next 
 
   // An unrecorded step in between: a round runs for the leftover, which was launched after this
   // step too, so it stays for the next one.
-  step_activity u;
-  u.step = 2;
-  u.spans = {timed(span(phase_kind::step, "step", 2, 2100, 2200), 700)};
-  gpu_delivery quiet;
-  quiet.steps = {u};
-  const auto q = stage.add(quiet);
+  const auto q = stage.add(quiet_delivery());
   REQUIRE(q.size() == 1);
   CHECK_FALSE(q[0].kernels_measured);
   CHECK(q[0].total.span_ns == 700);
@@ -148,15 +159,7 @@ TEST_CASE("leftover records wait through unrecorded rounds and land in the next 
   CHECK(rounds == 2);
   CHECK(stage.leftover_records() == 1);
 
-  gpu_delivery next;  // step 3 recorded, no events: span_ns from its markers
-  step_activity s3;
-  s3.step = 3;
-  s3.recorded = true;
-  s3.spans = {timed(span(phase_kind::step, "step", 3, 3000, 4000), -1, 5, 8),
-              timed(span(phase_kind::forward, "forward", 3, 3100, 3500), -1, 6, 7)};
-  next.steps = {s3};
-  next.markers = {marker(5, 2400, 2410), marker(6, 2450, 2460), marker(7, 2700, 2710), marker(8, 2800, 2810)};
-  const auto reports = stage.add(next);
+  const auto reports = stage.add(recorded_delivery());
   REQUIRE(reports.size() == 1);
   CHECK(rounds == 3);
   const auto& r = reports[0];
@@ -222,26 +225,8 @@ TEST_CASE("activities for the trace are kept only when asked", "[stage]") {
 }
 
 TEST_CASE("the attribution worker gives the stage's reports, in order, off the calling thread", "[stage][worker]") {
-  // The same three deliveries as above, through the worker: the reports must equal the stage's.
-  const auto deliveries = [] {
-    std::vector<gpu_delivery> d = {first_delivery()};
-    step_activity u;
-    u.step = 2;
-    u.spans = {timed(span(phase_kind::step, "step", 2, 2100, 2200), 700)};
-    gpu_delivery quiet;
-    quiet.steps = {u};
-    d.push_back(quiet);
-    step_activity s3;
-    s3.step = 3;
-    s3.recorded = true;
-    s3.spans = {timed(span(phase_kind::step, "step", 3, 3000, 4000), -1, 5, 8),
-                timed(span(phase_kind::forward, "forward", 3, 3100, 3500), -1, 6, 7)};
-    gpu_delivery next;
-    next.steps = {s3};
-    next.markers = {marker(5, 2400, 2410), marker(6, 2450, 2460), marker(7, 2700, 2710), marker(8, 2800, 2810)};
-    d.push_back(next);
-    return d;
-  }();
+  // The three deliveries of the leftover case, through the worker: the reports must equal the stage's.
+  const std::vector<gpu_delivery> deliveries = {first_delivery(), quiet_delivery(), recorded_delivery()};
   attribution_stage stage;
   std::vector<step_gpu_report> direct;
   for (const auto& d : deliveries)
