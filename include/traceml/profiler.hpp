@@ -34,6 +34,7 @@
 #include "traceml/sinks/json_summary.hpp"
 #include "traceml/phase.hpp"
 #include "traceml/sinks/report_table.hpp"
+#include "traceml/run_accumulator.hpp"
 #include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE

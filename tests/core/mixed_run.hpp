@@ -22,7 +22,7 @@
 //   forward kernels (1 step): wall 12, window 11, busy 6, idle 5, busy share 6/11; 200 launches/step,
 //   100 per micro-batch; forward baseline wall 8, GPU 7. eval: wall mean 0.8, baseline wall 1, GPU 0.875.
 #pragma once
-#include <traceml/summary.hpp>
+#include <traceml/run_accumulator.hpp>
 
 #include <string>
 #include <tuple>
