@@ -52,5 +52,15 @@ configure_and_build() {
   command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
   cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     ${prefix_path:+-DCMAKE_PREFIX_PATH="$prefix_path"} "${extra[@]}" "$@"
-  cmake --build "$BUILD_DIR" -j "$(nproc)"
+  # BUILD_TARGETS: build only these (those the configuration has), not everything; the cache keeps
+  # every option as it was, so a later full build (scripts/test.sh) still builds and runs everything.
+  if [ -n "${BUILD_TARGETS:-}" ]; then
+    local have=() t
+    local listed
+    listed=$(cmake --build "$BUILD_DIR" --target help 2>/dev/null || true)
+    for t in $BUILD_TARGETS; do grep -qw -- "$t" <<<"$listed" && have+=("$t"); done
+    [ ${#have[@]} -gt 0 ] && cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${have[@]}"
+  else
+    cmake --build "$BUILD_DIR" -j "$(nproc)"
+  fi
 }

@@ -4,7 +4,8 @@
 # out/ (table on the terminal; JSON summary, per-step JSONL, Chrome trace beside it).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 install_missing_packages
-configure_and_build -DTRACEML_BUILD_BENCHMARKS=OFF
+# Only what the demo runs: the test suite and benchmarks are scripts/test.sh's to build.
+BUILD_TARGETS="qwen3_accumulation traceml_minimal_example" configure_and_build
 mkdir -p "$ROOT/out"
 if [ -x "$BUILD_DIR/examples/qwen3/qwen3_accumulation" ]; then
   exec "$BUILD_DIR/examples/qwen3/qwen3_accumulation" --out "$ROOT/out" "$@"
