@@ -11,6 +11,7 @@
 
 #include "traceml/clock.hpp"
 #include "traceml/config.hpp"
+#include "traceml/detail/activation.hpp"
 #include "traceml/detail/nvtx.hpp"
 #include "traceml/phase_kind.hpp"
 #include "traceml/record.hpp"
@@ -172,6 +173,8 @@ inline void begin_span(open_span& s, phase_kind kind, const char* name) noexcept
   s.name = name;
   std::int32_t nvtx_index = 0;
   if (kind == phase_kind::step) {
+    // No profiler: the first such step starts the TRACEML_OUT session or says nothing is collected.
+    if (!R.observer.load(std::memory_order_relaxed)) on_step_begin_unobserved();
     s.step = R.next_step.fetch_add(1, std::memory_order_relaxed);
     s.microbatch = -1;
     R.next_microbatch.store(0, std::memory_order_relaxed);
