@@ -16,7 +16,9 @@
 // clock reads, two NVTX no-op calls and one ring write; benchmarks/scope_cost.cpp measures it.
 // Everything compiles to nothing under TRACEML_DISABLE; set_enabled(false) turns it off at run time.
 #pragma once
+#include <atomic>
 #include <cstddef>
+#include <cstdio>
 
 #include "traceml/config.hpp"
 #include "traceml/phase_kind.hpp"
@@ -55,6 +57,21 @@ struct tag_kind { static constexpr phase_kind value = phase_kind::user; };
 template <class Tag>
 struct tag_kind<Tag, decltype(void(Tag::kind))> { static constexpr phase_kind value = Tag::kind; };
 }  // namespace detail
+
+#if TRACEML_ENABLED
+namespace detail {
+/// A run-time phase name must be a non-empty string: a null or empty one makes the scope record
+/// nothing (a record without a name would be a phase nobody can find), said once per process.
+inline bool usable_phase_name(const char* name) noexcept {
+  if (name && *name) return true;
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true, std::memory_order_relaxed))
+    std::fprintf(stderr, "traceml: a phase with a%s name was ignored (named_phase and TRACEML_PHASE_NAMED need a "
+                 "non-empty string that outlives the profiler)\n", name ? "n empty" : " null");
+  return false;
+}
+}  // namespace detail
+#endif
 
 TRACEML_BEGIN_MODE_NAMESPACE
 
@@ -103,8 +120,12 @@ using scoped_microbatch = scoped_phase<phase::microbatch>;
 class named_phase : public scope_guard_base {
  public:
 #if TRACEML_ENABLED
-  explicit named_phase(const char* name) noexcept { detail::begin_span(span_, phase_kind_from_name(name), name); }
-  named_phase(phase_kind kind, const char* name) noexcept { detail::begin_span(span_, kind, name); }
+  explicit named_phase(const char* name) noexcept {
+    if (detail::usable_phase_name(name)) detail::begin_span(span_, phase_kind_from_name(name), name);
+  }
+  named_phase(phase_kind kind, const char* name) noexcept {
+    if (detail::usable_phase_name(name)) detail::begin_span(span_, kind, name);
+  }
   ~named_phase() { detail::end_span(span_); }
 #else
   explicit named_phase(const char*) noexcept {}

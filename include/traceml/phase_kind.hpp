@@ -44,6 +44,7 @@ constexpr bool is_phase(phase_kind k) noexcept {
 
 /// The built-in kind called `name`, or phase_kind::user when the name is not a built-in one.
 inline phase_kind phase_kind_from_name(const char* name) noexcept {
+  if (!name) return phase_kind::user;
   for (int i = 0; i < phase_kind_count; ++i) {
     auto k = static_cast<phase_kind>(i);
     if (std::strcmp(to_string(k), name) == 0) return k;

@@ -109,6 +109,22 @@ TEST_CASE("recording can be switched off at run time", "[scopes]") {
   CHECK(drain().size() == 1);
 }
 
+TEST_CASE("a null or empty phase name records nothing and breaks nothing", "[scopes]") {
+  reset_recorder();
+  const char* null_name = nullptr;
+  {
+    named_phase a(null_name);
+    named_phase b("");
+    named_phase c(phase_kind::forward, null_name);
+    TRACEML_PHASE_NAMED("kept");
+  }
+  CHECK(phase_kind_from_name(null_name) == phase_kind::user);
+  const auto recs = drain();
+  REQUIRE(recs.size() == 1);
+  CHECK(std::string(recs[0].name) == "kept");
+  CHECK(recs[0].nesting == 0);  // the ignored scopes opened no nesting level
+}
+
 TEST_CASE("a scope opened while on and closed while off is still recorded whole", "[scopes]") {
   reset_recorder();
   {
