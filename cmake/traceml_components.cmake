@@ -15,8 +15,8 @@
 #   Sets traceml_<part>_FOUND, and traceml_<part>_NOTE: what the part rests on when found, what is
 #   missing and how to point at it when not. GLOBAL makes the part's target and its dependencies'
 #   imported targets visible to every directory: a project that includes traceml with
-#   add_subdirectory() cannot see imported targets found in traceml's folder otherwise (LibTorch's
-#   name its own targets inside generator expressions, which fail in the parent).
+#   add_subdirectory() cannot see imported targets found in traceml's folder otherwise, and
+#   LibTorch's targets name each other in generator expressions that are evaluated in its folder.
 #   A macro, not a function: like find_package's, the variables it sets (TORCH_LIBRARIES,
 #   CUDAToolkit_VERSION, ...) stay visible to the caller.
 

@@ -32,6 +32,7 @@ if(CXX_COMPILER)
 endif()
 # '|' separates the arguments: a list would not survive the trip through add_test and cmake -P.
 string(REPLACE "|" ";" consumer_args "${CONSUMER_ARGS}")
+list(FILTER consumer_args EXCLUDE REGEX "^$")
 
 # Runs a command; stops the script (failing the test) with its output when it fails.
 function(step what)
