@@ -1,52 +1,31 @@
-# Optional parts of traceml. Each is found or skipped with one clear configure message, and sets
-# TRACEML_HAVE_<PART> for the rest of the build.
+# Optional parts of traceml in its own build (traceml_components.cmake defines them, the installed
+# package config does the same at the consumer's configure time). Each is found or skipped with one
+# clear configure message, and sets TRACEML_HAVE_<PART> for the rest of the build.
+include(traceml_components)
 
-# NVTX3 is header-only: nothing to link, only an include path. The core turns it on by
-# __has_include, so adding the path is all it takes.
-set(TRACEML_HAVE_NVTX OFF)
-if(TRACEML_WITH_NVTX)
-  find_path(TRACEML_NVTX_INCLUDE_DIR nvtx3/nvToolsExt.h
-    HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{CUDA_HOME}/include /usr/local/cuda/include)
-  if(TRACEML_NVTX_INCLUDE_DIR)
-    set(TRACEML_HAVE_NVTX ON)
-    add_library(traceml_nvtx INTERFACE)
-    add_library(traceml::nvtx ALIAS traceml_nvtx)
-    target_include_directories(traceml_nvtx SYSTEM INTERFACE ${TRACEML_NVTX_INCLUDE_DIR})
-    target_link_libraries(traceml_nvtx INTERFACE traceml ${CMAKE_DL_LIBS})
-    message(STATUS "traceml: NVTX ranges ON (${TRACEML_NVTX_INCLUDE_DIR})")
-  else()
-    message(STATUS "traceml: NVTX ranges OFF (nvtx3/nvToolsExt.h not found; set TRACEML_NVTX_INCLUDE_DIR)")
+# GLOBAL: under add_subdirectory(), the parent project links traceml::torch without finding LibTorch
+# itself, so LibTorch's imported targets must be visible in its folder too.
+# CUDA first: NVTX and LibTorch with CUDA look for headers in the toolkit it found.
+foreach(_part IN ITEMS cupti nvtx torch)
+  string(TOUPPER ${_part} _PART)
+  set(TRACEML_HAVE_${_PART} OFF)
+  set(_option TRACEML_WITH_${_PART})
+  if(_part STREQUAL "cupti")
+    set(_option TRACEML_WITH_CUDA)
   endif()
-endif()
-
-# CUDA toolkit (runtime + CUPTI) for the GPU time sources.
-set(TRACEML_HAVE_CUDA OFF)
-set(TRACEML_HAVE_CUPTI OFF)
-if(TRACEML_WITH_CUDA)
-  find_package(CUDAToolkit QUIET)
-  if(CUDAToolkit_FOUND)
-    set(TRACEML_HAVE_CUDA ON)
-    if(TARGET CUDA::cupti)
-      set(TRACEML_HAVE_CUPTI ON)
-    endif()
-    message(STATUS "traceml: CUDA ${CUDAToolkit_VERSION} found, CUPTI ${TRACEML_HAVE_CUPTI}")
-  else()
-    message(STATUS "traceml: CUDA toolkit not found: GPU time sources skipped")
+  if(NOT ${_option})
+    message(STATUS "traceml: traceml::${_part} OFF (${_option} is OFF)")
+    continue()
   endif()
-endif()
-
-# LibTorch for the adapter, the examples and the LibTorch tests.
-set(TRACEML_HAVE_TORCH OFF)
-if(TRACEML_WITH_TORCH)
-  find_package(Torch QUIET)
-  if(Torch_FOUND OR TORCH_FOUND)
-    set(TRACEML_HAVE_TORCH ON)
-    message(STATUS "traceml: LibTorch found (${TORCH_INSTALL_PREFIX})")
+  traceml_add_component(${_part} GLOBAL)
+  if(traceml_${_part}_FOUND)
+    set(TRACEML_HAVE_${_PART} ON)
+    message(STATUS "traceml: traceml::${_part} ON (${traceml_${_part}_NOTE})")
   else()
-    message(STATUS "traceml: LibTorch not found: LibTorch examples and tests skipped "
-                   "(install libtorch-dev, or point CMAKE_PREFIX_PATH at torch.utils.cmake_prefix_path)")
+    message(STATUS "traceml: traceml::${_part} OFF: ${traceml_${_part}_NOTE}")
   endif()
+endforeach()
+if(NOT TRACEML_HAVE_TORCH)
+  set(TRACEML_TORCH_HAS_CUDA OFF)
+  message(STATUS "traceml: LibTorch examples and tests skipped")
 endif()
-
-# GPU sources and the LibTorch adapter (traceml::cupti, traceml::torch).
-include(traceml_gpu)

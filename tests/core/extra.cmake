@@ -1,6 +1,6 @@
 # Cross-cutting checks of the core, included from this folder's CMakeLists.txt:
 #   NVTX ranges through a test injection library, the compiled-out build, two translation units,
-#   scope type traits, concurrent recording, a bare compile of phase.hpp, and install/consumer.
+#   scope type traits, concurrent recording, a bare compile of phase.hpp (install tests: ../install/).
 
 # ---- NVTX: NVTX loads our recording "tool" from NVTX_INJECTION64_PATH ---------------------------
 if(TRACEML_HAVE_NVTX)
@@ -41,17 +41,3 @@ catch_discover_tests(traceml_thread_tests TEST_PREFIX "threads: ")
 add_test(NAME bare_compile
   COMMAND ${CMAKE_CXX_COMPILER} -std=c++17 -I${PROJECT_SOURCE_DIR}/include
           -c ${CMAKE_CURRENT_SOURCE_DIR}/bare_phase.cpp -o ${CMAKE_CURRENT_BINARY_DIR}/bare_phase.o)
-
-# ---- install + find_package, and add_subdirectory, from a consumer project ------------------------
-# Each runs configure/build/install/consume in its own folder of the build tree (a minute at most).
-foreach(mode package subdirectory)
-  add_test(NAME "install: consumer via ${mode}"
-    COMMAND ${CMAKE_COMMAND}
-      -DTRACEML_SOURCE_DIR=${PROJECT_SOURCE_DIR}
-      -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/consumer_${mode}
-      -DMODE=${mode}
-      -DGENERATOR=${CMAKE_GENERATOR}
-      -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
-      -P ${PROJECT_SOURCE_DIR}/tests/install/run_consumer.cmake)
-  set_tests_properties("install: consumer via ${mode}" PROPERTIES LABELS install TIMEOUT 300)
-endforeach()
