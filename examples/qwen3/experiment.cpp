@@ -292,7 +292,8 @@ int main(int argc, char** argv) {
     auto doc = nlohmann::json::parse(traceml::json_summary(all_runs));
     doc["comparison"] = qwen3::comparison_json(compared);
     traceml::write_html_report(o.out + "/accumulation_report.html", all_runs, "traceml: gradient accumulation, " +
-                               (o.model_dir.empty() ? o.preset : o.model_dir) + ", " + o.dtype);
+                               (o.model_dir.empty() ? o.preset : o.model_dir) + ", " + o.dtype,
+                               compared.compared.explanation);
     const std::string path = o.out + "/accumulation_summary.json";
     std::ofstream f(path);
     f << doc.dump(1) << "\n";
