@@ -56,19 +56,25 @@ std::vector<loaded_run> load(const std::vector<std::string>& files) {
   return out;
 }
 
-/// Column names: the run names, with " (N)" (N: the file's position) where two runs share a name,
-/// as two runs of one program do. A run named NAME#K is repeat K of NAME when `group_repeats`.
+/// Column names: the run names, with " (N)" where two runs share a name, as two runs of one program
+/// do (N: the run's position among all runs). With `group_repeats`, runs named NAME#K are repeats of
+/// one column NAME, and N is the file's position (repeats share a file).
 std::vector<traceml::compared_run> columns(const std::vector<loaded_run>& runs, const std::vector<std::string>& files,
                                            bool group_repeats) {
+  const auto base = [&](const loaded_run& r) {
+    return group_repeats ? r.run.name.substr(0, r.run.name.rfind('#')) : r.run.name;
+  };
   std::vector<std::string> names;
   std::vector<std::vector<traceml::run_result>> groups;
-  for (const auto& r : runs) {
-    std::string name = r.run.name;
-    if (group_repeats) name = name.substr(0, name.rfind('#'));
-    const bool shared = std::count_if(runs.begin(), runs.end(), [&](const loaded_run& o) {
-                          return o.file != r.file && (group_repeats ? o.run.name.substr(0, o.run.name.rfind('#')) : o.run.name) == name;
-                        }) > 0;
-    if (shared) name += " (" + std::to_string(std::find(files.begin(), files.end(), r.file) - files.begin() + 1) + ")";
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    std::string name = base(r);
+    const bool shared = std::any_of(runs.begin(), runs.end(), [&](const loaded_run& o) {
+      return &o != &r && base(o) == name && (!group_repeats || o.file != r.file);
+    });
+    const std::size_t position =
+        group_repeats ? static_cast<std::size_t>(std::find(files.begin(), files.end(), r.file) - files.begin()) : i;
+    if (shared) name += " (" + std::to_string(position + 1) + ")";
     auto it = std::find(names.begin(), names.end(), name);
     if (it == names.end() || !group_repeats) {
       names.push_back(name);
