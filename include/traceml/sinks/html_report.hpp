@@ -100,7 +100,7 @@ inline std::string html_report(const std::vector<run_result>& runs, const std::s
   if (runs.size() > 1) {
     o += "<section id=\"comparison\">\n<h2>Comparison</h2>\n";
     h::comparison_table(o, runs);
-    if (!explanation.empty()) o += "<pre id=\"explanation\">" + h::escape(explanation) + "</pre>\n";
+    if (!explanation.empty()) o += "<pre id=\"explanation\" style=\"white-space: pre-wrap\">" + h::escape(explanation) + "</pre>\n";
     o += "</section>\n";
   }
 
