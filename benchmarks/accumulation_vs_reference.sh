@@ -26,7 +26,7 @@ python3 "$root/benchmarks/reference_hf.py" --preset qwen3-1.7b --schedules 1x4,2
 
 python3 - "$out/cpp/accumulation_summary.json" "$out/reference_hf.json" <<'PY'
 import json, sys
-cpp = {s["name"]: s for s in json.load(open(sys.argv[1]))["comparison"]["schedules"]}
+cpp = {s["name"]: s for s in json.load(open(sys.argv[1]))["comparison"]["runs"]}
 try:
     ref = json.load(open(sys.argv[2]))["schedules"]
 except (OSError, KeyError, ValueError):

@@ -207,13 +207,13 @@ int main(int argc, char** argv) {
       std::printf("weights: random (seed %llu); step time depends on shapes, not on weight values\n",
                   static_cast<unsigned long long>(o.seed));
 
-    std::vector<std::vector<traceml::run_result>> runs(schedules.size());
-    std::vector<std::string> errors(schedules.size());
+    std::vector<qwen3::schedule_result> results(schedules.size());
+    for (std::size_t si = 0; si < schedules.size(); ++si) results[si].name = schedules[si].name();
     std::vector<traceml::run_result> all_runs;
     for (int rep = 0; rep < o.repeats; ++rep) {
       for (std::size_t si = 0; si < schedules.size(); ++si) {
         const auto& sched = schedules[si];
-        if (!errors[si].empty()) continue;  // an OOM schedule stays OOM
+        if (results[si].failed()) continue;  // an OOM schedule stays OOM
         const std::string name = sched.name() + (o.repeats > 1 ? "#" + std::to_string(rep + 1) : "");
         try {
           torch::manual_seed(static_cast<std::uint64_t>(o.seed));
@@ -271,11 +271,11 @@ int main(int argc, char** argv) {
             std::printf("%s loss: step 1 %.4f, step %zu %.4f\n", name.c_str(), losses.front(), losses.size(), losses.back());
           auto result = prof.finish();
           std::fputs(traceml::format_table(result).c_str(), stdout);
-          runs[si].push_back(result);
+          results[si].runs.push_back(result);
           all_runs.push_back(std::move(result));
         } catch (const std::exception& e) {
           std::fputc('\n', stderr);
-          errors[si] = is_out_of_memory(e) ? "OOM: " + std::string(e.what()).substr(0, 200) : e.what();
+          results[si].error = is_out_of_memory(e) ? "OOM: " + std::string(e.what()).substr(0, 200) : e.what();
           std::fprintf(stderr, "schedule %s: %s\n", sched.name().c_str(),
                        is_out_of_memory(e) ? "out of GPU memory (reported as OOM; the other schedules still run)" : e.what());
         }
@@ -283,26 +283,17 @@ int main(int argc, char** argv) {
       }
     }
 
-    std::vector<qwen3::schedule_row> rows;
-    for (std::size_t si = 0; si < schedules.size(); ++si) {
-      auto row = qwen3::make_row(schedules[si].name(), runs[si], step_flops, peak);
-      if (!errors[si].empty()) {
-        row.failed = true;
-        row.error = errors[si];
-      }
-      rows.push_back(std::move(row));
-    }
-    qwen3::rank_rows(rows);
-    std::printf("\n%s", qwen3::format_rows(rows).c_str());
-    const auto gap = qwen3::break_down_gap(rows);
-    if (gap) std::printf("\n%s", qwen3::explain(*gap).c_str());
+    const auto compared = qwen3::compare_schedules(results, step_flops, peak);
+    std::printf("\n%s", qwen3::format_schedules(compared).c_str());
+    std::printf("\n%s", compared.compared.explanation.c_str());
     if (peak > 0) std::printf("MFU: %.1f TFLOP per step at a %.0f TFLOP/s peak\n", step_flops / 1e12, peak / 1e12);
 
     // One JSON summary: the traceml runs (schema in docs/json-schema.md) plus the comparison.
     auto doc = nlohmann::json::parse(traceml::json_summary(all_runs));
-    doc["comparison"] = qwen3::comparison_json(rows, gap);
+    doc["comparison"] = qwen3::comparison_json(compared);
     traceml::write_html_report(o.out + "/accumulation_report.html", all_runs, "traceml: gradient accumulation, " +
-                               (o.model_dir.empty() ? o.preset : o.model_dir) + ", " + o.dtype);
+                               (o.model_dir.empty() ? o.preset : o.model_dir) + ", " + o.dtype,
+                               compared.compared.explanation);
     const std::string path = o.out + "/accumulation_summary.json";
     std::ofstream f(path);
     f << doc.dump(1) << "\n";

@@ -66,12 +66,7 @@ class kernel_accumulator {
     k.kernels_per_step = launches_ / n;
     k.kernels_per_microbatch = entries_ > 0 ? launches_ / entries_ : 0;
     k.mean_kernel_us = launches_ > 0 ? kernel_total_ / launches_ / 1e3 : 0;
-    auto merged = kernels_;
-    sort_kernels(merged);  // truncated only now, after every step was merged
-    if (merged.size() > top_kernel_count) merged.resize(top_kernel_count);
-    for (const auto& m : merged)
-      k.top_kernels.push_back(kernel_figure{m.name, m.count, static_cast<double>(m.count) / n, ms(m.total_ns) / n,
-                                            m.count ? static_cast<double>(m.total_ns) / static_cast<double>(m.count) / 1e3 : 0});
+    k.top_kernels = top_kernel_figures(kernels_, static_cast<std::size_t>(steps_));  // truncated only now, after every step was merged
     return k;
   }
 

@@ -213,4 +213,20 @@ inline double ms(std::int64_t ns) noexcept { return static_cast<double>(ns) / 1e
 /// How many kernels per phase the summaries keep (after merging every recorded step).
 inline constexpr std::size_t top_kernel_count = 10;
 
+/// The longest `keep` kernels of a list merged over `steps` recorded steps (merge_kernels), as figures
+/// per step. Sorted and truncated only here, after the merge: a kernel 11th in every list that was
+/// merged can still be first of the whole.
+inline std::vector<kernel_figure> top_kernel_figures(std::vector<kernel_stat> merged, std::size_t steps,
+                                                     std::size_t keep = top_kernel_count) {
+  sort_kernels(merged);
+  if (merged.size() > keep) merged.resize(keep);
+  const double n = static_cast<double>(std::max<std::size_t>(steps, 1));
+  std::vector<kernel_figure> out;
+  out.reserve(merged.size());
+  for (const auto& m : merged)
+    out.push_back(kernel_figure{m.name, m.count, static_cast<double>(m.count) / n, detail::ms(m.total_ns) / n,
+                                m.count ? static_cast<double>(m.total_ns) / static_cast<double>(m.count) / 1e3 : 0});
+  return out;
+}
+
 TRACEML_END_NAMESPACE

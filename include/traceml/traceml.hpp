@@ -2,12 +2,15 @@
 // GPU sources and the LibTorch adapter are separate headers, each needing its own dependency.
 #pragma once
 #include "traceml/callback.hpp"
+#include "traceml/compare.hpp"
 #include "traceml/config.hpp"
 #include "traceml/gpu/gpu_source.hpp"
 #include "traceml/phase.hpp"
 #include "traceml/profiler.hpp"
 #include "traceml/run_accumulator.hpp"
 #include "traceml/sinks/chrome_trace.hpp"
+#include "traceml/sinks/comparison_json.hpp"
+#include "traceml/sinks/comparison_table.hpp"
 #include "traceml/sinks/html_report.hpp"
 #include "traceml/sinks/json_summary.hpp"
 #include "traceml/sinks/report_table.hpp"

@@ -73,8 +73,10 @@ footer { margin-top: 40px; color: #6b6b6b; font-size: 12px; }
 }  // namespace detail
 
 /// The report document for one or more runs (several runs are compared side by side). Every name
-/// and config value is HTML-escaped; the result needs nothing but a browser.
-inline std::string html_report(const std::vector<run_result>& runs, const std::string& title = "traceml report") {
+/// and config value is HTML-escaped; the result needs nothing but a browser. `explanation`, when
+/// given, is the comparison's text (compare.hpp), shown under the comparison table.
+inline std::string html_report(const std::vector<run_result>& runs, const std::string& title = "traceml report",
+                               const std::string& explanation = "") {
   namespace h = detail::html;
   const h::phase_palette pal(runs);
   std::string o;
@@ -98,6 +100,7 @@ inline std::string html_report(const std::vector<run_result>& runs, const std::s
   if (runs.size() > 1) {
     o += "<section id=\"comparison\">\n<h2>Comparison</h2>\n";
     h::comparison_table(o, runs);
+    if (!explanation.empty()) o += "<pre id=\"explanation\" style=\"white-space: pre-wrap\">" + h::escape(explanation) + "</pre>\n";
     o += "</section>\n";
   }
 
@@ -144,10 +147,10 @@ inline std::string html_report(const std::vector<run_result>& runs, const std::s
   return o;
 }
 
-/// Writes html_report(runs, title) to `path`; false (reported once) when it cannot.
+/// Writes html_report(runs, title, explanation) to `path`; false (reported once) when it cannot.
 inline bool write_html_report(const std::string& path, const std::vector<run_result>& runs,
-                              const std::string& title = "traceml report") {
-  return detail::write_whole_file(path, "HTML report", html_report(runs, title));
+                              const std::string& title = "traceml report", const std::string& explanation = "") {
+  return detail::write_whole_file(path, "HTML report", html_report(runs, title, explanation));
 }
 
 TRACEML_END_NAMESPACE

@@ -1,0 +1,352 @@
+// traceml tools: reads a saved JSON summary (schema "traceml.summary/2", docs/json-schema.md) back
+// into run_results, the exact inverse of sinks/json_summary.hpp: writing what was read gives the
+// same text. The `traceml` command uses it to show, compare and report saved runs with the same
+// sinks the profiler uses. Needs nlohmann-json, so it stays outside the core.
+//
+//   auto saved = traceml::tools::read_summary_file("mlp_summary.json");   // throws summary_error
+//   for (const auto& run : saved.runs) std::fputs(traceml::format_table(run).c_str(), stdout);
+//
+// Every failure is one summary_error whose message names the problem and where it is
+// ("runs[0].summary.step_ms: missing \"median\"", "parse error at line 3, column 5: ...").
+#pragma once
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <traceml/sinks/json_summary.hpp>
+#include <traceml/summary.hpp>
+
+namespace traceml {
+namespace tools {
+
+/// A summary that cannot be read: the message says what and where, in one line.
+class summary_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What a summary file holds.
+struct saved_summary {
+  std::string traceml_version;
+  std::vector<run_result> runs;
+};
+
+namespace detail {
+// Ordered, so that `config` keeps the order it was written in.
+using json = nlohmann::ordered_json;
+
+/// Phase names of GPU facts are `const char*` (the profiler's interned names): read names get
+/// storage that lives as long as the program, like the profiler's.
+inline const char* intern_name(const std::string& name) {
+  static std::mutex mu;
+  static std::unordered_set<std::string> names;  // node-based: the strings never move
+  std::lock_guard<std::mutex> lock(mu);
+  return names.insert(name).first->c_str();
+}
+
+inline const char* type_name(const json& j) {
+  return j.is_null() ? "null" : j.is_boolean() ? "a boolean" : j.is_number() ? "a number" : j.is_string() ? "a string"
+                                                                : j.is_array() ? "an array" : "an object";
+}
+
+/// One JSON object being read, with the path that error messages name.
+class object_reader {
+ public:
+  object_reader(const json& j, std::string path) : j_(j), path_(std::move(path)) {
+    if (!j_.is_object()) throw summary_error(where() + "expected an object, found " + type_name(j_));
+  }
+
+  const std::string& path() const noexcept { return path_; }
+  bool has(const char* key) const { return j_.contains(key); }
+  std::string at(const char* key) const { return path_.empty() ? std::string(key) : path_ + "." + key; }
+
+  const json& get(const char* key) const {
+    auto it = j_.find(key);
+    if (it == j_.end()) throw summary_error(where() + "missing \"" + key + "\"");
+    return *it;
+  }
+  object_reader object(const char* key) const { return object_reader(get(key), at(key)); }
+  const json& array(const char* key) const {
+    const json& v = get(key);
+    if (!v.is_array()) throw summary_error(at(key) + ": expected an array, found " + type_name(v));
+    return v;
+  }
+  /// A number; null reads as NaN (the writer writes non-finite numbers as null).
+  double number(const char* key) const {
+    const json& v = get(key);
+    if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
+    if (!v.is_number()) throw summary_error(at(key) + ": expected a number, found " + type_name(v));
+    return v.get<double>();
+  }
+  std::int64_t integer(const char* key) const {
+    const json& v = get(key);
+    if (!v.is_number_integer()) throw summary_error(at(key) + ": expected an integer, found " + type_name(v));
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      throw summary_error(at(key) + ": integer out of range");
+    return v.get<std::int64_t>();
+  }
+  std::uint64_t count(const char* key) const {
+    const json& v = get(key);
+    if (!v.is_number_unsigned()) throw summary_error(at(key) + ": expected a count (an integer >= 0), found " + type_name(v));
+    return v.get<std::uint64_t>();
+  }
+  std::size_t size(const char* key) const { return static_cast<std::size_t>(count(key)); }
+  bool flag(const char* key) const {
+    const json& v = get(key);
+    if (!v.is_boolean()) throw summary_error(at(key) + ": expected true or false, found " + type_name(v));
+    return v.get<bool>();
+  }
+  std::string text(const char* key) const {
+    const json& v = get(key);
+    if (!v.is_string()) throw summary_error(at(key) + ": expected a string, found " + type_name(v));
+    return v.get<std::string>();
+  }
+  phase_kind kind(const char* key) const {
+    const std::string name = text(key);
+    const phase_kind k = phase_kind_from_name(name.c_str());
+    if (name != to_string(k)) throw summary_error(at(key) + ": unknown phase kind \"" + name + "\"");
+    return k;
+  }
+  /// Milliseconds back to the nanoseconds they were written from (exact: the writer's text
+  /// round-trips the double, and ns / 1e6 * 1e6 rounds back to ns).
+  std::int64_t ns(const char* key) const { return std::llround(number(key) * 1e6); }
+
+  /// Calls f(object_reader) for each element of the array `key`.
+  template <class F>
+  void each(const char* key, F&& f) const {
+    const json& a = array(key);
+    for (std::size_t i = 0; i < a.size(); ++i) f(object_reader(a[i], at(key) + "[" + std::to_string(i) + "]"));
+  }
+
+ private:
+  std::string where() const { return path_.empty() ? std::string() : path_ + ": "; }
+  const json& j_;
+  std::string path_;
+};
+
+inline summary_stats read_stats(const object_reader& r) {
+  summary_stats s;
+  s.count = r.size("count");
+  s.median = r.number("median");
+  s.mean = r.number("mean");
+  s.min = r.number("min");
+  s.max = r.number("max");
+  s.p10 = r.number("p10");
+  s.p90 = r.number("p90");
+  s.stddev = r.number("stddev");
+  s.quantile_error = r.number("quantile_error");
+  return s;
+}
+
+inline std::optional<summary_stats> read_optional_stats(const object_reader& r, const char* key) {
+  if (!r.has(key)) return std::nullopt;
+  return read_stats(r.object(key));
+}
+
+/// Inverse of write_gpu_facts: fields absent from an unrecorded step keep their "not measured" values.
+inline gpu_facts read_gpu_facts(const object_reader& r, bool kernels_measured) {
+  gpu_facts f;
+  if (r.has("gpu_span_ms")) f.span_ns = r.ns("gpu_span_ms");
+  if (!kernels_measured) return f;
+  if (r.has("window_ms")) {
+    f.window_ns = r.ns("window_ms");
+    f.busy_ns = r.ns("busy_ms");
+    f.idle_ns = r.ns("idle_ms");
+  }
+  f.kernel_ns = r.ns("kernel_ms");
+  f.kernel_count = r.count("kernel_count");
+  f.memcpy_ns = r.ns("memcpy_ms");
+  f.memcpy_bytes = r.count("memcpy_bytes");
+  f.memset_ns = r.ns("memset_ms");
+  f.memset_bytes = r.count("memset_bytes");
+  return f;
+}
+
+inline kernel_summary read_kernel_summary(const object_reader& r) {
+  kernel_summary k;
+  k.steps = r.size("steps");
+  k.wall_ms = read_stats(r.object("wall_ms"));
+  k.window_ms = read_stats(r.object("window_ms"));
+  k.kernel_ms = read_stats(r.object("kernel_ms"));
+  k.busy_ms = read_stats(r.object("busy_ms"));
+  k.idle_ms = read_stats(r.object("idle_ms"));
+  k.busy_share = r.number("busy_share");
+  k.idle_share = r.number("idle_share");
+  k.kernels_per_step = r.number("kernels_per_step");
+  k.kernels_per_microbatch = r.number("kernels_per_microbatch");
+  k.mean_kernel_us = r.number("mean_kernel_us");
+  r.each("top_kernels", [&](const object_reader& t) {
+    k.top_kernels.push_back(kernel_figure{t.text("name"), t.count("launches"), t.number("launches_per_step"),
+                                          t.number("ms_per_step"), t.number("mean_us")});
+  });
+  return k;
+}
+
+inline step_gpu_report read_step_gpu(const object_reader& r, std::int32_t step) {
+  step_gpu_report g;
+  g.step = step;
+  g.kernels_measured = r.flag("kernels_measured");
+  g.total = read_gpu_facts(r, g.kernels_measured);
+  g.peak_allocated_bytes = r.integer("peak_allocated_bytes");
+  g.peak_reserved_bytes = r.integer("peak_reserved_bytes");
+  g.unattributed_kernels = r.count("unattributed_kernels");
+  g.dropped_records = r.count("dropped_records");
+  r.each("phases", [&](const object_reader& p) {
+    phase_gpu_facts f;
+    f.kind = p.kind("kind");
+    f.name = intern_name(p.text("name"));
+    f.microbatch = static_cast<std::int32_t>(p.integer("microbatch"));
+    f.facts = read_gpu_facts(p, g.kernels_measured);
+    if (g.kernels_measured)
+      p.each("kernels", [&](const object_reader& k) {
+        // mean_us is derived (total / count): not read, recomputed when written.
+        f.kernels.push_back(kernel_stat{k.text("name"), k.count("count"), k.ns("total_ms")});
+      });
+    g.phases.push_back(std::move(f));
+  });
+  return g;
+}
+
+inline step_result read_step(const object_reader& r) {
+  step_result st;
+  st.step = static_cast<std::int32_t>(r.integer("step"));
+  st.wall_ms = r.number("wall_ms");
+  st.residual_ms = r.number("residual_ms");
+  st.microbatches = static_cast<int>(r.integer("microbatches"));
+  r.each("phases", [&](const object_reader& p) {
+    st.phases.push_back(phase_time{p.kind("kind"), p.text("name"), p.number("wall_ms"),
+                                   static_cast<int>(p.integer("count")), p.flag("top_level")});
+  });
+  if (r.has("gpu")) st.gpu = read_step_gpu(r.object("gpu"), st.step);
+  return st;
+}
+
+inline phase_summary read_phase_summary(const object_reader& r) {
+  phase_summary p;
+  p.kind = r.kind("kind");
+  p.name = r.text("name");
+  p.top_level = r.flag("top_level");
+  p.share = r.number("share");
+  p.wall_ms = read_stats(r.object("wall_ms"));
+  p.gpu_ms = read_optional_stats(r, "gpu_ms");
+  if (r.has("kernels")) p.kernels = read_kernel_summary(r.object("kernels"));
+  const auto b = r.object("baseline");
+  p.baseline.wall_ms = b.number("wall_ms");
+  p.baseline.gpu_ms = b.get("gpu_ms").is_null() ? -1 : b.number("gpu_ms");
+  return p;
+}
+
+inline run_summary read_run_summary(const object_reader& r) {
+  run_summary s;
+  s.steps = r.size("steps");
+  s.warmup_steps = r.size("warmup_steps");
+  if (s.warmup_steps > s.steps) throw summary_error(r.at("warmup_steps") + ": more warm-up steps than steps");
+  s.step_ms = read_stats(r.object("step_ms"));
+  s.residual_ms = read_stats(r.object("residual_ms"));
+  s.tokens_per_s = r.number("tokens_per_s");
+  s.samples_per_s = r.number("samples_per_s");
+  r.each("phases", [&](const object_reader& p) { s.phases.push_back(read_phase_summary(p)); });
+  const auto g = r.object("gpu");
+  s.gpu_status = g.text("status");
+  s.step_gpu_ms = read_optional_stats(g, "step_gpu_ms");
+  if (g.has("step_kernels")) s.step_kernels = read_kernel_summary(g.object("step_kernels"));
+  s.peak_allocated_bytes = g.integer("peak_allocated_bytes");
+  s.peak_reserved_bytes = g.integer("peak_reserved_bytes");
+  s.unattributed_kernels = g.count("unattributed_kernels");
+  s.dropped_gpu_records = g.count("dropped_records");
+  const auto rec = r.object("recording");
+  s.recording.recorded_steps = rec.size("recorded_steps");
+  s.recording.recorded_step_ms = rec.number("recorded_step_ms");
+  s.recording.untraced_step_ms = rec.number("untraced_step_ms");
+  if (!rec.get("cost").is_null()) s.recording.cost = rec.number("cost");
+  s.recording.paired_steps = rec.size("paired_steps");
+  const auto b = r.object("baseline");
+  s.baseline.steps = b.size("steps");
+  s.baseline.untraced = b.flag("untraced");
+  s.baseline.step_ms = b.number("step_ms");
+  s.baseline.residual_ms = b.number("residual_ms");
+  s.dropped_records = r.count("dropped_records");
+  return s;
+}
+
+inline run_result read_run(const object_reader& r) {
+  run_result run;
+  run.name = r.text("name");
+  const json& config = r.get("config");
+  if (!config.is_object()) throw summary_error(r.at("config") + ": expected an object, found " + type_name(config));
+  for (const auto& [key, value] : config.items()) {
+    if (!value.is_string()) throw summary_error(r.at("config") + "." + key + ": expected a string, found " + type_name(value));
+    run.config.emplace_back(key, value.get<std::string>());
+  }
+  run.summary = read_run_summary(r.object("summary"));
+  r.each("timeline", [&](const object_reader& b) {
+    run.summary.timeline.push_back(step_bucket{static_cast<std::int32_t>(b.integer("first_step")),
+                                               static_cast<std::uint32_t>(b.count("steps")), b.number("mean_ms"),
+                                               b.number("min_ms"), b.number("max_ms")});
+    // Not written: the run's total wall time, which the timeline holds bucket by bucket.
+    run.summary.total_wall_ms += run.summary.timeline.back().mean_ms * run.summary.timeline.back().steps;
+  });
+  const bool included = r.flag("steps_included");
+  r.each("steps", [&](const object_reader& st) { run.steps.push_back(read_step(st)); });
+  if (included && run.steps.size() != run.summary.steps)
+    throw summary_error(r.at("steps") + ": " + std::to_string(run.steps.size()) + " steps, but steps_included and " +
+                        std::to_string(run.summary.steps) + " in the summary");
+  if (!included && !run.steps.empty())
+    throw summary_error(r.at("steps") + ": steps listed, but steps_included is false");
+  return run;
+}
+}  // namespace detail
+
+/// Reads a summary document (the text of a file json_summary() wrote). Members the schema does not
+/// name (the accumulation experiment's `comparison`) are ignored.
+inline saved_summary parse_summary(const std::string& text) {
+  detail::json doc;
+  try {
+    doc = detail::json::parse(text);
+  } catch (const detail::json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." without the tag.
+    std::string what = e.what();
+    const auto tag_end = what.find("] ");
+    throw summary_error(tag_end == std::string::npos ? what : what.substr(tag_end + 2));
+  }
+  if (!doc.is_object() || !doc.contains("schema"))
+    throw summary_error(std::string("not a traceml summary (") +
+                        (doc.is_object() ? "no \"schema\" member" : std::string(detail::type_name(doc)) + ", not an object") +
+                        ", expected \"" + json_schema + "\")");
+  const auto& schema = doc["schema"];
+  if (!schema.is_string() || schema.get<std::string>() != json_schema)
+    throw summary_error(std::string("not a traceml summary (schema ") + schema.dump() + ", expected \"" + json_schema + "\")");
+  // Paths name a run by its index: "runs[1].summary.step_ms: missing \"median\"".
+  const detail::object_reader top(doc, "");
+  saved_summary out;
+  out.traceml_version = top.text("traceml_version");
+  top.each("runs", [&](const detail::object_reader& r) { out.runs.push_back(detail::read_run(r)); });
+  return out;
+}
+
+/// Reads a summary file; a file that cannot be opened or read says why (the system's reason).
+inline saved_summary read_summary_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw summary_error("cannot read: is a directory");
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw summary_error(std::string("cannot open: ") + (errno ? std::strerror(errno) : "unknown reason"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw summary_error(std::string("cannot read: ") + (errno ? std::strerror(errno) : "I/O error"));
+  return parse_summary(text.str());
+}
+
+}  // namespace tools
+}  // namespace traceml
