@@ -440,7 +440,7 @@ TEST_CASE("GPU facts give the busy/idle chart and the top-kernel tables; no fact
     const auto doc = html_report({traceml_test::sample_schedule(1, 4, 10, 2, false)});
     CHECK_FALSE(has_id(tokenize(doc), "gpu-busy-idle"));
     CHECK(doc.find("Top kernels") == std::string::npos);
-    CHECK(doc.find("no GPU source") != std::string::npos);
+    CHECK(doc.find("<td>no GPU time source attached (link traceml::cupti") != std::string::npos);
   }
   SECTION("CUDA-event timing (kernels not measured): zeros are not shown as facts") {
     auto run = traceml_test::sample_schedule(1, 4, 10, 2, true);

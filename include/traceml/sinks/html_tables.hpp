@@ -56,7 +56,7 @@ inline void config_and_summary(std::string& o, const run_result& r, std::size_t 
   }
   if (s.tokens_per_s > 0) kv_row(o, "throughput", fixed(s.tokens_per_s, 1) + " tokens/s");
   if (s.samples_per_s > 0) kv_row(o, "throughput", fixed(s.samples_per_s, 2) + " samples/s");
-  kv_row(o, "GPU", s.gpu_status.empty() ? std::string("no GPU source") : escape(s.gpu_status));
+  kv_row(o, "GPU", escape(s.gpu_status.empty() ? std::string(no_gpu_source_status) : s.gpu_status));
   gpu_summary_rows(o, s);
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
   if (s.peak_allocated_bytes >= 0)
