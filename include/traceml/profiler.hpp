@@ -161,8 +161,10 @@ class profiler : public recording_callback, private recorder_observer {
     result_.summary = acc_.summary();
     result_.summary.gpu_status = gpu_status;
     result_.summary.dropped_records = dropped_;
-    if (!options_.trace_path.empty())
-      write_chrome_trace(options_.trace_path, result_.name, trace_.spans(), trace_.activities(), trace_.coverage());
+    if (!options_.trace_path.empty()) {
+      chrome_trace_extras extras{trace_.coverage(), detail::thread_identities(), trace_.memory()};
+      write_chrome_trace(options_.trace_path, result_.name, trace_.spans(), trace_.activities(), extras);
+    }
     gpu_.reset();  // after the trace: activity names belong to the source. Shuts CUPTI down.
     if (!options_.json_path.empty()) write_json_summary(options_.json_path, {result_});
     if (!options_.html_path.empty()) write_html_report(options_.html_path, {result_}, "traceml: " + result_.name);
@@ -255,8 +257,12 @@ class profiler : public recording_callback, private recorder_observer {
         trace_spans_.pop_front();
       }
       std::vector<gpu_activity> activities;
-      if (st.gpu) activities.swap(st.gpu->activities);
-      trace_.add(st.step, std::move(spans), std::move(activities), st.gpu && st.gpu->kernels_measured);
+      step_memory_sample memory;
+      if (st.gpu) {
+        activities.swap(st.gpu->activities);
+        memory = {st.step, st.begin_ns, {st.gpu->peak_allocated_bytes, st.gpu->peak_reserved_bytes}};
+      }
+      trace_.add(st.step, std::move(spans), std::move(activities), st.gpu && st.gpu->kernels_measured, memory);
     }
     if (st.gpu) st.gpu->activities.clear();
     acc_.add(st);

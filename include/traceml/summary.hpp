@@ -131,6 +131,13 @@ struct step_bucket {
 /// so that a run of any length draws the same-sized chart.
 inline constexpr std::size_t timeline_points = 1024;
 
+/// The GPU status of a run that had no GPU time source, so that every output says why it has no GPU
+/// figures and how to get them rather than leaving the field empty.
+inline constexpr const char* no_gpu_source_status =
+    "no GPU time source attached (link traceml::cupti and attach one with "
+    "profiler::set_gpu_source(traceml::make_best_gpu_source()); where no GPU is usable, that attaches none "
+    "and says why once at start)";
+
 /// Statistics of a whole run.
 struct run_summary {
   std::size_t steps = 0;          ///< steps recorded
@@ -150,7 +157,7 @@ struct run_summary {
   std::uint64_t dropped_records = 0;       ///< CPU records lost to full rings
   std::uint64_t dropped_gpu_records = 0;
   std::uint64_t unattributed_kernels = 0;
-  std::string gpu_status;                  ///< what the GPU source measured, or why not
+  std::string gpu_status = no_gpu_source_status;  ///< what the GPU source measured, or why not
   /// Step time along the run, every step in order (warm-up included), at most timeline_points
   /// buckets of equal length (1 step each for runs up to that many steps).
   std::vector<step_bucket> timeline;

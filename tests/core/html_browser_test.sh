@@ -44,6 +44,11 @@ grep -q 'data-phase="backward"' "$work/dom.html" || fail "no backward segment in
 grep -q '<li><span class="swatch"[^>]*></span>optimizer</li>' "$work/dom.html" || fail "no optimizer legend entry"
 grep -q 'void f&lt;int&gt;(a&amp;b)' "$work/dom.html" || fail "escaped kernel name missing"
 if grep -q 'f<int>' "$work/dom.html"; then fail "a kernel name became markup"; fi
+# The explanation paragraph, escaped, and one median label per run in the step-time chart.
+grep -q '<p class="explanation">4x1 is the fastest: .*(&lt;4 small ones&gt; &amp; "fused")' "$work/dom.html" ||
+  fail "no escaped explanation paragraph in the DOM"
+labels=$(grep -o 'class="median-label"' "$work/dom.html" | wc -l)
+[ "$labels" -eq 3 ] || fail "expected 3 median labels in the DOM, found $labels"
 
 run_chromium --window-size=1280,2600 --screenshot="$work/report.png" "file://$report" >/dev/null ||
   fail "chromium --screenshot exited with $?"

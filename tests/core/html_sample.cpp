@@ -2,6 +2,7 @@
 // (html_browser_test.sh) and for looking at the report by eye.
 //   traceml_html_sample report.html
 #include <cstdio>
+#include <string>
 
 #include "html_sample.hpp"
 
@@ -10,5 +11,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s <report.html>\n", argv[0]);
     return 2;
   }
-  return traceml::write_html_report(argv[1], traceml_test::sample_experiment(), "Accumulation experiment (sample)") ? 0 : 1;
+  // The explanation is plain text with characters that must be escaped, as a comparison engine may write.
+  const std::string explanation =
+      "4x1 is the fastest: one micro-batch of 4 launches a quarter of the kernels of 1x4 (<4 small ones> & "
+      "\"fused\"), so the GPU idles less between launches.\n\nThe ratios are of median step times.";
+  return traceml::write_html_report(argv[1], traceml_test::sample_experiment(), "Accumulation experiment (sample)",
+                                    explanation)
+             ? 0
+             : 1;
 }

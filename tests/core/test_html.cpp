@@ -210,6 +210,34 @@ run_result flat_run(const std::string& name, double data, double fwd, double bwd
   return r;
 }
 
+/// A run whose measured steps take `walls` ms (one forward phase each, no warm-up): its median and
+/// mean are whatever the list makes them.
+run_result walls_run(const std::string& name, const std::vector<double>& walls) {
+  std::vector<step_result> v;
+  for (std::size_t i = 0; i < walls.size(); ++i) {
+    step_result st;
+    st.step = static_cast<std::int32_t>(i);
+    st.phases.push_back({phase_kind::forward, "forward", walls[i], 1, true});
+    st.wall_ms = walls[i];
+    v.push_back(st);
+  }
+  run_result r;
+  r.name = name;
+  r.steps = v;
+  r.summary = summarize_run(v, 0);
+  return r;
+}
+
+/// The values of `attr` on the opening `name` tags with class `cls` among `tags`.
+std::vector<std::string> attrs_of(const std::vector<tag>& tags, const std::string& name, const std::string& cls,
+                                  const std::string& attr) {
+  std::vector<std::string> out;
+  for (const auto& t : tags)
+    if (!t.closing && t.name == name && t.attrs.count("class") && t.attrs.at("class") == cls && t.attrs.count(attr))
+      out.push_back(t.attrs.at(attr));
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("html escaping covers markup characters and drops control characters", "[html]") {
@@ -440,7 +468,7 @@ TEST_CASE("GPU facts give the busy/idle chart and the top-kernel tables; no fact
     const auto doc = html_report({traceml_test::sample_schedule(1, 4, 10, 2, false)});
     CHECK_FALSE(has_id(tokenize(doc), "gpu-busy-idle"));
     CHECK(doc.find("Top kernels") == std::string::npos);
-    CHECK(doc.find("no GPU source") != std::string::npos);
+    CHECK(doc.find("<td>no GPU time source attached (link traceml::cupti") != std::string::npos);
   }
   SECTION("CUDA-event timing (kernels not measured): zeros are not shown as facts") {
     auto run = traceml_test::sample_schedule(1, 4, 10, 2, true);
@@ -505,11 +533,11 @@ TEST_CASE("a run mixing recorded and unrecorded steps: each GPU figure from its 
     const std::string forward_row =
         "<tr><td>forward</td><td class=\"num\">12.00</td><td class=\"num\">11.00</td><td class=\"num\">4.800</td>"
         "<td class=\"num\">6.000</td><td class=\"num\">5.000</td><td class=\"num\">54.5%</td>"
-        "<td class=\"num\">200.0</td><td class=\"num\">100.0</td></tr>";
+        "<td class=\"num\">200</td><td class=\"num\">100</td></tr>";
     CHECK(doc.find(forward_row) != std::string::npos);
     CHECK(doc.find("<tr><td>eval</td><td class=\"num\">") == std::string::npos);  // never ran on a recorded step
     // Top kernels per step: forward's gemm, 2 x 60 launches of 30 us.
-    CHECK(doc.find("<tr><td class=\"kname\">gemm</td><td class=\"num\">120.0</td><td class=\"num\">3.600</td>"
+    CHECK(doc.find("<tr><td class=\"kname\">gemm</td><td class=\"num\">120</td><td class=\"num\">3.600</td>"
                    "<td class=\"num\">30.0</td></tr>") != std::string::npos);
     CHECK(count(doc, "<caption>Per step over 1 recorded step of 10; merged over those steps, then the longest 10") == 3);
   }
@@ -616,4 +644,156 @@ TEST_CASE("the profiler writes html_path at finish()", "[html][profiler]") {
   CHECK(doc.find("data-phase=\"backward\"") != std::string::npos);
   CHECK_NOTHROW(check_balanced(tokenize(doc)));
   std::remove(path.c_str());
+}
+
+TEST_CASE("counts print as integers: no \"720.0\" kernels", "[html][numbers]") {
+  using detail::count_text;
+  CHECK(count_text(720) == "720");
+  CHECK(count_text(720.0000000001) == "720");  // a mean of equal counts, up to rounding
+  CHECK(count_text(0) == "0");
+  CHECK(count_text(2.5) == "2.5");             // a mean that is not whole stays a mean
+  CHECK(count_text(1.25, 2) == "1.25");
+  // The sample experiment: 1x4's forward launches 180 kernels in each of 4 micro-batches.
+  const auto doc = html_report(traceml_test::sample_experiment());
+  CHECK(doc.find("720.0") == std::string::npos);
+  CHECK(doc.find("<td class=\"num\">720</td>") != std::string::npos);      // the GPU table
+  CHECK(doc.find(" busy, 720 kernels/step (") != std::string::npos);      // the busy/idle chart
+  static const std::regex count_with_decimals(
+      "[0-9]+\\.0( kernels|</td><td class=\"num\">[0-9.]+</td><td class=\"num\">[0-9.]+</td></tr>)");
+  CHECK_FALSE(std::regex_search(doc, count_with_decimals));
+  // Every kernels/step, kernels/micro-batch and launches/step cell of these runs is whole.
+  const auto tags = tokenize(doc);
+  for (std::size_t i = 0; i < tags.size(); ++i) {
+    if (tags[i].closing || tags[i].name != "table" || !tags[i].attrs.count("class")) continue;
+    const std::string cls = tags[i].attrs.at("class");
+    if (cls != "data gpu" && cls != "data kernels") continue;
+    std::vector<std::string> cells;
+    for (const auto& t : children(tags, i))
+      if (!t.closing && t.name == "td") cells.push_back(text_after(doc, t));
+    const std::size_t columns = cls == "data gpu" ? 9 : 4;
+    REQUIRE(cells.size() % columns == 0);
+    for (std::size_t c = 0; c < cells.size(); c += columns) {
+      const std::vector<std::string> counts =
+          cls == "data gpu" ? std::vector<std::string>{cells[c + 7], cells[c + 8]} : std::vector<std::string>{cells[c + 1]};
+      for (const auto& n : counts) {
+        INFO(cls << " row " << c / columns << ": " << n);
+        CHECK(n.find('.') == std::string::npos);
+      }
+    }
+  }
+}
+
+TEST_CASE("run colours are never phase colours", "[html][colors]") {
+  const auto phase_colors = detail::html::phase_palette::all_colors();
+  std::set<std::string> taken(phase_colors.begin(), phase_colors.end());
+  taken.insert(detail::html::residual_color);
+  taken.insert(detail::html::idle_color);
+  std::set<std::string> runs;
+  for (std::size_t i = 0; i < detail::html::run_color_count; ++i) {
+    const std::string c = detail::html::run_color(i);
+    INFO("run colour " << i << ": " << c);
+    CHECK(taken.count(c) == 0);
+    runs.insert(c);
+  }
+  CHECK(runs.size() == detail::html::run_color_count);  // distinct among themselves too
+  // In a report: the runs' lines and swatches against every colour the phases were drawn in.
+  const auto doc = html_report(traceml_test::sample_experiment());
+  const auto tags = tokenize(doc);
+  std::set<std::string> drawn_phase, drawn_run;
+  for (const auto& t : tags) {
+    if (t.closing) continue;
+    if (t.name == "rect" && t.attrs.count("data-phase")) drawn_phase.insert(t.attrs.at("fill"));
+    if (t.name == "polyline") drawn_run.insert(t.attrs.at("stroke"));
+  }
+  REQUIRE(drawn_run.size() == 3);
+  REQUIRE(drawn_phase.size() >= 5);
+  for (const auto& c : drawn_run) CHECK(drawn_phase.count(c) == 0);
+  // "1x4", the first run, is not forward's blue any more.
+  CHECK(detail::html::run_color(0) != detail::html::phase_palette(traceml_test::sample_experiment()).color(
+                                          phase_kind::forward, "forward"));
+}
+
+TEST_CASE("the ratio between runs is of medians, where median and mean disagree", "[html][compare]") {
+  // a: median 10, mean 18 (one 50 ms step); b: median and mean 12. By medians a is the fastest and
+  // b is 1.20x; by means b would be the fastest and a 1.50x.
+  const auto a = walls_run("a", {10, 10, 10, 10, 50}), b = walls_run("b", {12, 12, 12, 12, 12});
+  REQUIRE(a.summary.step_ms.median == Approx(10));
+  REQUIRE(a.summary.step_ms.mean == Approx(18));
+  REQUIRE(b.summary.step_ms.median == Approx(12));
+  const auto doc = html_report({a, b});
+  const auto tags = tokenize(doc);
+  std::vector<std::string> ratios;
+  for (const auto& t : children(tags, find_id(tags, "comparison-table")))
+    if (!t.closing && t.name == "td" && t.attrs.count("class") && t.attrs.at("class") == "num ratio")
+      ratios.push_back(text_after(doc, t));
+  CHECK(ratios == std::vector<std::string>{"1.00&times; (fastest)", "1.20&times;"});
+  CHECK(doc.find("1.50&times;") == std::string::npos);
+  CHECK(doc.find("<th class=\"num\">median / fastest</th>") != std::string::npos);
+  CHECK(doc.find("the ratio is of median step times") != std::string::npos);
+}
+
+TEST_CASE("median labels are nudged apart; close medians keep their own dash patterns", "[html][chart]") {
+  using detail::html::spread_labels;
+  SECTION("spread_labels: order kept, at least the gap apart, inside the bounds") {
+    CHECK(spread_labels({100, 101, 102}, 13, 0, 300) == std::vector<double>{100, 113, 126});
+    CHECK(spread_labels({102, 100}, 13, 0, 300) == std::vector<double>{113, 100});
+    CHECK(spread_labels({50, 200}, 13, 0, 300) == std::vector<double>{50, 200});  // far apart: untouched
+    CHECK(spread_labels({295, 299}, 13, 0, 300) == std::vector<double>{287, 300});  // pushed back from the edge
+    CHECK(spread_labels({-20}, 13, 10, 300) == std::vector<double>{10});
+  }
+  SECTION("three runs 1 ms apart on a 120 ms axis: labels apart, lines told apart by pattern") {
+    const std::vector<run_result> runs = {flat_run("1x4", 5, 30, 45, 10, 10), flat_run("2x2", 5, 31, 45, 10, 10),
+                                          flat_run("4x1", 5, 32, 45, 10, 10)};  // medians 100, 101, 102 ms
+    const auto doc = html_report(runs);
+    const auto tags = tokenize(doc);
+    const auto chart = children(tags, find_id(tags, "step-time-chart"));
+    const auto dashes = attrs_of(chart, "line", "median", "stroke-dasharray");
+    REQUIRE(dashes.size() == 3);
+    CHECK(std::set<std::string>(dashes.begin(), dashes.end()).size() == 3);
+    const auto line_y = attrs_of(chart, "line", "median", "y1");
+    const auto label_y = attrs_of(chart, "text", "median-label", "y");
+    REQUIRE(label_y.size() == 3);
+    std::vector<double> ys;
+    for (const auto& v : label_y) ys.push_back(std::stod(v));
+    std::sort(ys.begin(), ys.end());
+    CHECK(ys[1] - ys[0] >= 13 - 1e-9);
+    CHECK(ys[2] - ys[1] >= 13 - 1e-9);
+    CHECK(std::fabs(std::stod(line_y[0]) - std::stod(line_y[1])) < 5);  // the lines themselves are that close
+    CHECK(attrs_of(chart, "line", "leader", "x1").size() >= 2);         // nudged labels point to their lines
+    CHECK(doc.find(">1x4 median 100.0 ms</text>") != std::string::npos);
+    CHECK(doc.find(">4x1 median 102.0 ms</text>") != std::string::npos);
+    // Each label is in its run's colour (inline style: the stylesheet's text fill would win over an attribute).
+    CHECK(doc.find("class=\"median-label\" data-run=\"1\" style=\"fill:" + std::string(detail::html::run_color(1)) +
+                   "\"") != std::string::npos);
+  }
+}
+
+TEST_CASE("the explanation is escaped and shown under the comparison table", "[html][explanation]") {
+  const std::vector<run_result> runs = {flat_run("1x4", 5, 30, 45, 10, 10), flat_run("4x1", 5, 15, 20, 5, 5)};
+  const std::string text = "4x1 is faster: <fewer> launches & \"bigger\" kernels.\n\nSecond paragraph.";
+  const auto doc = html_report(runs, "t", text);
+  CHECK_NOTHROW(check_balanced(tokenize(doc)));
+  const std::string first = "<p class=\"explanation\">4x1 is faster: &lt;fewer&gt; launches &amp; &quot;bigger&quot; kernels.</p>";
+  const auto at = doc.find(first);
+  REQUIRE(at != std::string::npos);
+  CHECK(doc.find("<p class=\"explanation\">Second paragraph.</p>") == doc.find("</p>", at) + 5);
+  CHECK(doc.find("<fewer>") == std::string::npos);
+  // Under the comparison table, inside its section.
+  CHECK(doc.find("</table>", doc.find("id=\"comparison-table\"")) < at);
+  CHECK(at < doc.find("</section>", doc.find("<section id=\"comparison\">")));
+
+  SECTION("no explanation: no paragraph") {
+    CHECK(html_report(runs).find("class=\"explanation\"") == std::string::npos);
+  }
+  SECTION("one run: its own section") {
+    const auto one = html_report({runs[0]}, "t", "why <this>");
+    CHECK(one.find("<section id=\"explanation\">") != std::string::npos);
+    CHECK(one.find("<p class=\"explanation\">why &lt;this&gt;</p>") != std::string::npos);
+  }
+  SECTION("write_html_report passes it on") {
+    const auto path = traceml_test::temp_path("explained.html");
+    REQUIRE(write_html_report(path, runs, "t", text));
+    CHECK(slurp(path) == doc);
+    std::remove(path.c_str());
+  }
 }

@@ -2,8 +2,13 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <memory>
 
 #include "test_helpers.hpp"
@@ -55,6 +60,8 @@ struct lagging_source : gpu_source {
     for (std::size_t i = delivered; i < ready; ++i) {
       step_activity a;
       a.recorded = true;
+      // Memory peaks that grow by 1 MiB a step (reserved: twice that), for the trace's counter track.
+      a.memory = {static_cast<std::int64_t>(i + 1) << 20, static_cast<std::int64_t>(i + 1) << 21};
       for (const auto& s : ended[i]) {
         if (s.kind == phase_kind::microbatch) continue;
         a.step = s.step;
@@ -249,4 +256,118 @@ TEST_CASE("a phase on another thread that outlives its step is reported, not kep
   CHECK(run.steps[1].find(phase_kind::user, "prefetch") == nullptr);
   REQUIRE(diagnostic_messages().size() == 1);
   CHECK(diagnostic_messages()[0].find("ended after their step was summarized") != std::string::npos);
+}
+
+TEST_CASE("a run without a GPU source says why in the table, the JSON and the HTML", "[profiler][gpu]") {
+  traceml_test::reset_recorder();
+  profiler_options o;
+  o.print_table = false;
+  o.warmup_steps = 0;
+  o.json_path = traceml_test::temp_path("nogpu.json");
+  o.html_path = traceml_test::temp_path("nogpu.html");
+  profiler prof(o);
+  for (int s = 0; s < 2; ++s) one_step(1);
+  const auto& run = prof.finish();
+  const std::string status = no_gpu_source_status;
+  CHECK(status.rfind("no GPU time source attached (link traceml::cupti and attach one", 0) == 0);
+  CHECK(run.summary.gpu_status == status);
+  CHECK(format_table(run).find("\ngpu: " + status + "\n") != std::string::npos);
+  const json doc = json::parse(std::ifstream(o.json_path));
+  CHECK(doc["runs"][0]["summary"]["gpu"]["status"] == status);
+  std::ifstream html(o.html_path);
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  CHECK(page.find("<tr><th scope=\"row\">GPU</th><td>" + status + "</td></tr>") != std::string::npos);
+  for (const auto& p : {o.json_path, o.html_path}) std::remove(p.c_str());
+}
+
+namespace {
+std::uint64_t os_tid() { return static_cast<std::uint64_t>(::syscall(SYS_gettid)); }
+std::string os_thread_name() {
+  char buf[32] = {};
+  pthread_getname_np(pthread_self(), buf, sizeof buf);
+  return buf;
+}
+}  // namespace
+
+TEST_CASE("the trace shows OS thread ids and names, a fixed process order and a GPU memory counter",
+          "[profiler][trace]") {
+  traceml_test::reset_recorder();
+  profiler_options o;
+  o.print_table = false;
+  o.warmup_steps = 0;
+  o.trace_path = traceml_test::temp_path("threads.trace.json");
+  profiler prof(o);
+  prof.set_gpu_source(std::make_unique<lagging_source>());
+  std::uint64_t loader_tid = 0;
+  for (int s = 0; s < 3; ++s) {
+    TRACEML_STEP();
+    if (s == 1) {
+      // A named worker thread whose first record is inside this step: its ring, and so its
+      // identity, is acquired on that thread.
+      std::thread loader([&] {
+        pthread_setname_np(pthread_self(), "tm-loader");
+        loader_tid = os_tid();
+        TRACEML_PHASE(dataloader);
+        spin_for(100us);
+      });
+      loader.join();
+    }
+    TRACEML_PHASE(forward);
+    spin_for(200us);
+  }
+  prof.finish();
+  const std::uint64_t main_tid = os_tid();
+  REQUIRE(loader_tid != 0);
+  REQUIRE(loader_tid != main_tid);
+
+  const json trace = json::parse(std::ifstream(o.trace_path));
+  std::map<std::uint64_t, std::string> thread_names;
+  std::map<std::uint64_t, std::int64_t> thread_order;
+  std::map<int, std::int64_t> process_order;
+  std::map<int, double> step_ts;  // step -> ts of its step span
+  std::vector<json> counters;
+  int loader_spans = 0, forward_spans = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "M" && e["name"] == "thread_name" && e["pid"] == 1) thread_names[e["tid"]] = e["args"]["name"];
+    if (ph == "M" && e["name"] == "thread_sort_index" && e["pid"] == 1) thread_order[e["tid"]] = e["args"]["sort_index"];
+    if (ph == "M" && e["name"] == "process_sort_index") process_order[e["pid"]] = e["args"]["sort_index"];
+    if (ph == "C") counters.push_back(e);
+    if (ph != "X" || e["pid"] != 1) continue;
+    if (e["name"] == "dataloader") {
+      ++loader_spans;
+      CHECK(e["tid"].get<std::uint64_t>() == loader_tid);
+    }
+    if (e["name"] == "forward") {
+      ++forward_spans;
+      CHECK(e["tid"].get<std::uint64_t>() == main_tid);
+    }
+    if (e["cat"] == "step") step_ts[e["args"]["step"]] = e["ts"];
+  }
+  CHECK(loader_spans == 1);
+  CHECK(forward_spans == 3);
+
+  SECTION("each recording thread is named once, under its OS id, in order of first record") {
+    CHECK(thread_names.size() == 2);
+    CHECK(thread_names[loader_tid] == "tm-loader");
+    CHECK(thread_names[main_tid] == os_thread_name());
+    REQUIRE(thread_order.count(main_tid));
+    REQUIRE(thread_order.count(loader_tid));
+    CHECK(thread_order[main_tid] < thread_order[loader_tid]);
+  }
+  SECTION("the host process sorts first, then the GPU") {
+    CHECK(process_order == std::map<int, std::int64_t>{{1, 0}, {100, 1}});
+  }
+  SECTION("one GPU memory counter event per step, at its beginning, with its peaks") {
+    REQUIRE(counters.size() == 3);
+    for (std::size_t i = 0; i < counters.size(); ++i) {
+      const auto& c = counters[i];
+      CHECK(c["pid"] == 100);
+      CHECK(c["name"] == "GPU memory peak (bytes)");
+      CHECK(c["ts"].get<double>() == Approx(step_ts.at(static_cast<int>(i))));
+      CHECK(c["args"]["allocated"].get<std::int64_t>() == static_cast<std::int64_t>(i + 1) << 20);
+      CHECK(c["args"]["reserved"].get<std::int64_t>() == static_cast<std::int64_t>(i + 1) << 21);
+    }
+  }
+  std::remove(o.trace_path.c_str());
 }

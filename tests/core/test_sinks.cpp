@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "mixed_run.hpp"
@@ -272,6 +273,77 @@ TEST_CASE("the Chrome trace parses and has CPU spans, GPU tracks and launch flow
   CHECK(flows_s == 1);  // one arrow per (step, micro-batch, phase), to its first kernel
   CHECK(flows_f == 1);
   CHECK(gpu_process_named);
+}
+
+TEST_CASE("the Chrome trace's extras: OS thread ids and names, sort order, GPU memory counters", "[sinks][trace]") {
+  // Threads 0 and 1 are known to the OS as 4242 ("trainer") and 4243 (unnamed); thread 2 has no
+  // identity (past the recorder's bound, or a caller that passed none) and keeps its index.
+  std::vector<span_record> spans(4);
+  spans[0] = {1'000'000, 9'000'000, "step", 0, -1, 0, phase_kind::step, 0};
+  spans[1] = {2'000'000, 5'000'000, "forward", 0, -1, 0, phase_kind::forward, 0};
+  spans[2] = {2'500'000, 3'000'000, "dataloader", 0, -1, 1, phase_kind::dataloader, 0};
+  spans[3] = {3'000'000, 3'500'000, "prefetch", 0, -1, 2, phase_kind::user, 0};
+  std::vector<gpu_activity> gpu(2);
+  gpu[0] = {gpu_activity::type::kernel, "gemm", 3'000'000, 4'000'000, 1, 7, 0, 0, -1, phase_kind::forward, "forward"};
+  gpu[1] = {gpu_activity::type::kernel, "relu", 4'000'000, 4'500'000, 0, 9, 0, 0, -1, phase_kind::forward, "forward"};
+  chrome_trace_extras extras;
+  extras.coverage = "1 of 1 steps";
+  extras.threads = {{0, 4242, "trainer"}, {1, 4243, ""}};
+  extras.memory = {{0, 1'000'000, {3 << 20, 4 << 20}}, {1, 9'000'000, {-1, 5 << 20}}, {2, 10'000'000, {-1, -1}}};
+  const json doc = json::parse(chrome_trace("run", spans, gpu, extras));
+  CHECK(doc["otherData"]["steps"] == "1 of 1 steps");
+  std::map<std::uint64_t, std::string> names;
+  std::map<std::uint64_t, std::int64_t> thread_order;
+  std::map<int, std::int64_t> process_order;
+  std::map<std::pair<int, std::uint64_t>, std::int64_t> stream_order;
+  std::map<std::string, std::uint64_t> tid_of;
+  std::vector<json> counters;
+  std::uint64_t flow_tid = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["pid"] == 1 && e["name"] == "thread_name") names[e["tid"]] = e["args"]["name"];
+    if (e["ph"] == "M" && e["pid"] == 1 && e["name"] == "thread_sort_index") thread_order[e["tid"]] = e["args"]["sort_index"];
+    if (e["ph"] == "M" && e["pid"] != 1 && e["name"] == "thread_sort_index")
+      stream_order[{e["pid"].get<int>(), e["tid"].get<std::uint64_t>()}] = e["args"]["sort_index"];
+    if (e["ph"] == "M" && e["name"] == "process_sort_index") process_order[e["pid"]] = e["args"]["sort_index"];
+    if (e["ph"] == "X" && e["pid"] == 1) tid_of[e["name"]] = e["tid"];
+    if (e["ph"] == "s") flow_tid = e["tid"];
+    if (e["ph"] == "C") counters.push_back(e);
+  }
+  CHECK(tid_of == std::map<std::string, std::uint64_t>{{"step", 4242}, {"forward", 4242}, {"dataloader", 4243}, {"prefetch", 2}});
+  CHECK(flow_tid == 4242);  // the launch arrow starts on the OS thread too
+  CHECK(names == std::map<std::uint64_t, std::string>{{4242, "trainer"}, {4243, "thread 1"}, {2, "thread 2"}});
+  CHECK(thread_order == std::map<std::uint64_t, std::int64_t>{{4242, 0}, {4243, 1}, {2, 2}});
+  // Host first, then the GPUs by device (device 0 holds the memory counter), streams by id.
+  CHECK(process_order == std::map<int, std::int64_t>{{1, 0}, {100, 1}, {101, 2}});
+  CHECK(stream_order == std::map<std::pair<int, std::uint64_t>, std::int64_t>{{{100, 9}, 9}, {{101, 7}, 7}});
+  REQUIRE(counters.size() == 2);  // the step with no known peak is left out
+  CHECK(counters[0]["pid"] == 100);
+  CHECK(counters[0]["ts"].get<double>() == Approx(0));
+  CHECK(counters[0]["args"]["allocated"] == 3 << 20);
+  CHECK(counters[0]["args"]["reserved"] == 4 << 20);
+  CHECK(counters[1]["ts"].get<double>() == Approx(8000));
+  CHECK_FALSE(counters[1]["args"].contains("allocated"));  // unknown, not -1
+  CHECK(counters[1]["args"]["reserved"] == 5 << 20);
+
+  SECTION("an OS id reused by a later thread is named once") {
+    extras.threads = {{0, 4242, "trainer"}, {1, 4242, "worker"}, {2, 77, "x"}};
+    int named = 0;
+    const json reused = json::parse(chrome_trace("run", spans, gpu, extras));
+    for (const auto& e : reused["traceEvents"])
+      named += e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == 4242;
+    CHECK(named == 1);
+  }
+  SECTION("without extras: thread indices, no counters, the process order still fixed") {
+    int c = 0, sort = 0;
+    const json plain = json::parse(chrome_trace("run", spans, gpu));
+    for (const auto& e : plain["traceEvents"]) {
+      c += e["ph"] == "C";
+      sort += e["ph"] == "M" && e["name"] == "process_sort_index";
+      if (e["ph"] == "X" && e["name"] == "dataloader") CHECK(e["tid"] == 1);
+    }
+    CHECK(c == 0);
+    CHECK(sort == 3);
+  }
 }
 
 TEST_CASE("an output that cannot be written says so once and returns false", "[sinks][errors]") {

@@ -15,6 +15,7 @@
 #include "traceml/detail/nvtx.hpp"
 #include "traceml/phase_kind.hpp"
 #include "traceml/record.hpp"
+#include "traceml/thread_identity.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -86,8 +87,12 @@ struct recorder_state {
   std::atomic<bool> observe_phases{false};
   std::atomic<std::uint32_t> next_thread_id{0};  // threads are numbered in order of first record
 
-  std::mutex registry_mu;  // guards rings (registration and snapshot only)
+  std::mutex registry_mu;  // guards rings and threads (registration and snapshot only)
   std::vector<std::unique_ptr<thread_ring>> rings;
+  /// The OS identity of every thread that acquired a ring, threads[i].index == i (indices are
+  /// handed out under registry_mu), for the trace. Bounded: later threads keep their bare index.
+  static constexpr std::size_t max_thread_identities = 4096;
+  std::vector<thread_identity> threads;
   std::mutex drain_mu;  // one consumer at a time
 };
 
@@ -111,6 +116,13 @@ struct ring_releaser {
   }
 };
 
+/// Slow path, with registry_mu held: remembers who the thread that got index `index` is (a system
+/// call and a name lookup, once per thread; records carry only the index).
+inline void remember_thread(recorder_state& R, std::uint32_t index) {
+  if (R.threads.size() >= recorder_state::max_thread_identities) return;
+  R.threads.push_back(thread_identity{index, current_os_thread_id(index), current_thread_name()});
+}
+
 /// Slow path, once per thread: reuse a drained ring whose thread exited, or allocate one.
 inline thread_ring* acquire_ring() noexcept {
   try {
@@ -133,6 +145,7 @@ inline thread_ring* acquire_ring() noexcept {
     }
     // A reused ring gets a new id: records name threads, not rings.
     ring->thread_id = R.next_thread_id.fetch_add(1, std::memory_order_relaxed);
+    remember_thread(R, ring->thread_id);
     static thread_local ring_releaser releaser;
     releaser.ring = ring;
     tls_ring = ring;
@@ -247,6 +260,13 @@ inline void end_span(open_span& s) noexcept {
   }
 }
 TRACEML_END_MODE_NAMESPACE
+
+/// The recording threads' OS identities so far, in index order (slow path: takes the registry lock).
+inline std::vector<thread_identity> thread_identities() {
+  auto& R = recorder();
+  std::lock_guard<std::mutex> lock(R.registry_mu);
+  return R.threads;
+}
 
 /// Move every buffered record to `f` and return the number dropped since the last call.
 template <class F>

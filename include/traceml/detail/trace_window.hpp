@@ -11,6 +11,7 @@
 
 #include "traceml/config.hpp"
 #include "traceml/gpu/gpu_facts.hpp"
+#include "traceml/gpu/gpu_memory.hpp"
 #include "traceml/record.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -20,10 +21,12 @@ class trace_window {
  public:
   trace_window(std::size_t last_steps, std::size_t recorded_steps) : last_(last_steps), recorded_(recorded_steps) {}
 
-  /// One finished step: its CPU spans and the GPU activities attributed to it (recorded steps).
-  void add(std::int32_t step, std::vector<span_record> spans, std::vector<gpu_activity> activities, bool recorded) {
+  /// One finished step: its CPU spans, the GPU activities attributed to it (recorded steps) and its
+  /// GPU memory peaks (when sampled).
+  void add(std::int32_t step, std::vector<span_record> spans, std::vector<gpu_activity> activities, bool recorded,
+           const step_memory_sample& memory = {}) {
     ++seen_;
-    window_.push_back(entry{step, recorded, std::move(spans), std::move(activities)});
+    window_.push_back(entry{step, recorded, std::move(spans), std::move(activities), memory});
     if (window_.size() <= last_) return;
     // The oldest step leaves the window: kept only when recorded, and only the last recorded_ of those.
     if (window_.front().recorded && recorded_ > 0) {
@@ -46,6 +49,14 @@ class trace_window {
       for (const auto& e : *part) out.insert(out.end(), e.activities.begin(), e.activities.end());
     return out;
   }
+  /// The kept steps' GPU memory peaks, in step order; steps without a sample are left out.
+  std::vector<step_memory_sample> memory() const {
+    std::vector<step_memory_sample> out;
+    for (const auto* part : {&older_recorded_, &window_})
+      for (const auto& e : *part)
+        if (e.memory.known()) out.push_back(e.memory);
+    return out;
+  }
 
   /// One line for the trace's metadata: which steps it holds, and the bound.
   std::string coverage() const {
@@ -66,6 +77,7 @@ class trace_window {
     bool recorded = false;
     std::vector<span_record> spans;
     std::vector<gpu_activity> activities;
+    step_memory_sample memory;
   };
   std::size_t last_, recorded_;
   std::uint64_t seen_ = 0;

@@ -22,6 +22,7 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/scope_pairing.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
+#include "traceml/gpu/device_check.hpp"
 #include "traceml/gpu/event_timer.hpp"
 #include "traceml/gpu/gpu_memory.hpp"
 #include "traceml/gpu/gpu_source.hpp"
@@ -71,10 +72,9 @@ struct cuda_events_options {
 class cuda_events_source : public gpu_source {
  public:
   explicit cuda_events_source(cuda_events_options o = {}) : opt_(std::move(o)) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-      cudaGetLastError();
-      why_ = "no CUDA device";
+    const cuda_device_check device = check_cuda_device();
+    if (!device.ok()) {
+      why_ = device.why;
       return;
     }
     timer_ = std::make_unique<event_timer>(opt_.event_pool);

@@ -64,8 +64,13 @@ struct cupti_api {
       if (!handle) handle = dlopen(n, RTLD_NOW);
     if (!handle) {
       const char* e = dlerror();
-      why = std::string("CUPTI library not found (") + (e ? e : "libcupti.so") +
-            "; install the CUDA toolkit's CUPTI or put it on LD_LIBRARY_PATH)";
+      const std::string err = e ? e : "libcupti.so";
+      // A CUPTI that needs the driver's library cannot load without it: that is a missing driver,
+      // not a missing CUPTI, and installing the toolkit again would not help.
+      if (err.find("libcuda.so") != std::string::npos)
+        why = "no NVIDIA driver (CUPTI could not load the driver's library: " + err + ")";
+      else
+        why = "CUPTI library not found (" + err + "; install the CUDA toolkit's CUPTI or put it on LD_LIBRARY_PATH)";
       return false;
     }
     bool ok = sym(get_version, "cuptiGetVersion") && sym(result_string, "cuptiGetResultString") &&

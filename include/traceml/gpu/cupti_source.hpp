@@ -41,6 +41,7 @@
 #include "traceml/gpu/boundary_markers.hpp"
 #include "traceml/gpu/cuda_events_source.hpp"
 #include "traceml/gpu/cupti_reader.hpp"
+#include "traceml/gpu/device_check.hpp"
 #include "traceml/gpu/event_timer.hpp"
 #include "traceml/gpu/gpu_memory.hpp"
 #include "traceml/gpu/gpu_source.hpp"
@@ -256,10 +257,9 @@ class cupti_source : public gpu_source {
   }
 
   void start() {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-      cudaGetLastError();
-      why_ = "no CUDA device";
+    const cuda_device_check device = check_cuda_device();
+    if (!device.ok()) {
+      why_ = device.why;
       return;
     }
     cupti_reader_options ro;
@@ -372,12 +372,9 @@ struct gpu_source_options {
 /// timing (saying once why attribution is off), else nullptr when there is no GPU (saying so
 /// once). Never throws, never hangs.
 inline std::unique_ptr<gpu_source> make_best_gpu_source(gpu_source_options o = {}) {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    const std::string why = e != cudaSuccess ? cudaGetErrorString(e) : "no devices";
-    cudaGetLastError();
-    report_once("gpu-none", "no CUDA device (" + why + "): GPU timing off, phases are timed on the CPU");
+  const cuda_device_check device = check_cuda_device();
+  if (!device.ok()) {
+    report_once("gpu-none", "GPU timing off: " + device.why + "; phases are timed on the CPU");
     return nullptr;
   }
   if (o.cupti) {
@@ -391,7 +388,7 @@ inline std::unique_ptr<gpu_source> make_best_gpu_source(gpu_source_options o = {
   o.events_opts.memory = o.memory;
   auto ev = std::make_unique<cuda_events_source>(o.events_opts);
   if (ev->ok()) return ev;
-  report_once("gpu-events-off", "GPU timing off: " + ev->status() + "; phases are timed on the CPU");
+  report_once("gpu-events-off", ev->status() + "; phases are timed on the CPU");  // status() says "GPU timing off: why"
   return nullptr;
 }
 

@@ -19,6 +19,15 @@ struct memory_sample {
   std::int64_t peak_reserved_bytes = -1;   ///< held from the driver (cached + in use)
 };
 
+/// One step's peaks placed on the run's timeline: the Chrome trace draws them as a counter track
+/// from the step's beginning (step_gpu_report carries the peaks, step_result the beginning).
+struct step_memory_sample {
+  std::int32_t step = -1;
+  std::int64_t begin_ns = 0;  ///< the step's beginning, on the now_ns() clock
+  memory_sample peaks;
+  bool known() const noexcept { return peaks.peak_allocated_bytes >= 0 || peaks.peak_reserved_bytes >= 0; }
+};
+
 /// Called once per step end on the training thread; must also reset its peaks. Empty: no sampling.
 using memory_sampler = std::function<memory_sample()>;
 

@@ -1,10 +1,14 @@
 // traceml: Chrome trace-event JSON (loads in Perfetto and chrome://tracing). CPU records appear on
-// their threads under process "traceml CPU"; GPU activities, when a source kept them, on one track per
-// device and stream, each linked by a flow arrow from the phase that launched its first kernel.
+// their threads under process "traceml CPU", each thread under its OS thread id and name; GPU
+// activities, when a source kept them, on one track per device and stream, each linked by a flow
+// arrow from the phase that launched its first kernel; the steps' GPU memory peaks as a counter
+// track of the GPU process. Sort-index metadata fixes the order: the host process first, then the
+// GPUs by device; threads in order of first record, streams by id.
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -13,14 +17,26 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/json_writer.hpp"
 #include "traceml/detail/output_file.hpp"
+#include "traceml/gpu/gpu_memory.hpp"
 #include "traceml/gpu/gpu_source.hpp"
 #include "traceml/record.hpp"
+#include "traceml/thread_identity.hpp"
 
 TRACEML_BEGIN_NAMESPACE
+
+/// What a trace shows besides spans and GPU activities; every part is optional.
+struct chrome_trace_extras {
+  std::string coverage;                    ///< which steps the trace holds (otherData.steps)
+  std::vector<thread_identity> threads;    ///< OS ids and names of the recording threads (detail::thread_identities())
+  std::vector<step_memory_sample> memory;  ///< per-step GPU memory peaks, drawn as a counter track
+};
 
 namespace detail {
 inline constexpr int cpu_pid = 1;
 inline constexpr int gpu_pid_base = 100;  // GPU device d is process 100 + d
+/// The memory samplers do not say which device they sampled (the current one, usually 0): the
+/// counter track goes to this device's process.
+inline constexpr std::uint32_t memory_device = 0;
 
 inline const char* activity_category(gpu_activity::type t) {
   switch (t) {
@@ -32,74 +48,157 @@ inline const char* activity_category(gpu_activity::type t) {
 }
 }  // namespace detail
 
-/// The trace document for one run. Times are microseconds from the first record. `coverage`, when
-/// given, says which steps the trace holds (otherData.steps).
+namespace detail {
+
+/// Writes the trace's events, one kind of track per member. Times are microseconds from `origin`;
+/// CPU threads appear under their OS id where `threads` knows it, else under traceml's index.
+class chrome_trace_writer {
+ public:
+  chrome_trace_writer(json_writer& w, std::int64_t origin, const std::vector<thread_identity>& threads)
+      : w_(w), origin_(origin) {
+    for (const auto& t : threads) who_[t.index] = &t;
+  }
+
+  /// Names and sort indices: the host process first (0), then GPU d (1 + d); threads in order of
+  /// first record, each named once (an OS id the system reused for a later thread keeps one name).
+  void metadata(const std::string& run_name, const std::vector<span_record>& spans, const std::set<std::uint32_t>& devices) {
+    name_meta(cpu_pid, 0, "process_name", "traceml CPU: " + run_name);
+    sort_meta(cpu_pid, 0, "process_sort_index", 0);
+    std::set<std::uint32_t> threads;
+    for (const auto& r : spans) threads.insert(r.thread);
+    std::set<std::uint64_t> named;
+    for (auto t : threads) {
+      const std::uint64_t tid = tid_of(t);
+      if (!named.insert(tid).second) continue;
+      const auto it = who_.find(t);
+      name_meta(cpu_pid, tid, "thread_name",
+                it != who_.end() && !it->second->name.empty() ? it->second->name : "thread " + std::to_string(t));
+      sort_meta(cpu_pid, tid, "thread_sort_index", t);
+    }
+    for (auto d : devices) {
+      name_meta(gpu_pid_base + static_cast<int>(d), 0, "process_name", "GPU " + std::to_string(d));
+      sort_meta(gpu_pid_base + static_cast<int>(d), 0, "process_sort_index", 1 + static_cast<std::int64_t>(d));
+    }
+  }
+
+  void cpu_spans(const std::vector<span_record>& spans) {
+    for (const auto& r : spans) {
+      w_.begin_object().member("ph", "X").member("pid", cpu_pid).member("tid", tid_of(r.thread));
+      w_.member("name", r.name).member("cat", to_string(r.kind));
+      w_.member("ts", us(r.begin_ns)).member("dur", static_cast<double>(r.duration_ns()) / 1e3);
+      w_.key("args").begin_object().member("step", r.step).member("microbatch", r.microbatch).end_object();
+      w_.end_object();
+    }
+  }
+
+  /// GPU tracks (one per device and stream), and one flow arrow per (step, micro-batch, phase) from
+  /// the phase's span to the first activity it launched.
+  void gpu_activities(const std::vector<span_record>& spans, const std::vector<gpu_activity>& gpu) {
+    std::set<std::pair<std::uint32_t, std::uint32_t>> tracks;
+    std::set<std::tuple<std::int32_t, std::int32_t, std::string>> linked;
+    std::uint64_t flow_id = 0;
+    for (const auto& a : gpu) {
+      const int pid = gpu_pid_base + static_cast<int>(a.device);
+      if (tracks.insert({a.device, a.stream}).second) {
+        name_meta(pid, a.stream, "thread_name", "stream " + std::to_string(a.stream));
+        sort_meta(pid, a.stream, "thread_sort_index", a.stream);
+      }
+      w_.begin_object().member("ph", "X").member("pid", pid).member("tid", a.stream);
+      w_.member("name", a.name).member("cat", activity_category(a.what));
+      w_.member("ts", us(a.begin_ns)).member("dur", static_cast<double>(a.end_ns - a.begin_ns) / 1e3);
+      w_.key("args").begin_object().member("step", a.step).member("microbatch", a.microbatch);
+      w_.member("phase", a.phase_name);
+      if (a.what != gpu_activity::type::kernel) w_.member("bytes", a.bytes);
+      w_.end_object().end_object();
+
+      if (a.step < 0 || !*a.phase_name || !linked.insert({a.step, a.microbatch, a.phase_name}).second) continue;
+      const auto launcher = std::find_if(spans.begin(), spans.end(), [&](const span_record& r) {
+        return r.step == a.step && r.microbatch == a.microbatch && r.kind == a.phase && std::string(r.name) == a.phase_name;
+      });
+      if (launcher == spans.end()) continue;
+      ++flow_id;
+      w_.begin_object().member("ph", "s").member("id", flow_id).member("name", "launch").member("cat", "launch");
+      w_.member("pid", cpu_pid).member("tid", tid_of(launcher->thread)).member("ts", us(launcher->begin_ns)).end_object();
+      w_.begin_object().member("ph", "f").member("bp", "e").member("id", flow_id).member("name", "launch").member("cat", "launch");
+      w_.member("pid", pid).member("tid", a.stream).member("ts", us(a.begin_ns)).end_object();
+    }
+  }
+
+  /// GPU memory: one counter event per step, from its beginning, holding the step's peaks (a peak is
+  /// a step's figure, not an instant's: the value stays until the next step's). Unknown peaks are
+  /// left out rather than drawn as -1.
+  void memory_counters(const std::vector<step_memory_sample>& memory) {
+    for (const auto& m : memory) {
+      if (!m.known()) continue;
+      w_.begin_object().member("ph", "C").member("pid", gpu_pid_base + static_cast<int>(memory_device));
+      w_.member("tid", 0).member("name", "GPU memory peak (bytes)").member("ts", us(m.begin_ns));
+      w_.key("args").begin_object();
+      if (m.peaks.peak_allocated_bytes >= 0) w_.member("allocated", m.peaks.peak_allocated_bytes);
+      if (m.peaks.peak_reserved_bytes >= 0) w_.member("reserved", m.peaks.peak_reserved_bytes);
+      w_.end_object().end_object();
+    }
+  }
+
+ private:
+  double us(std::int64_t ns) const { return static_cast<double>(ns - origin_) / 1e3; }
+  std::uint64_t tid_of(std::uint32_t index) const {
+    const auto it = who_.find(index);
+    return it == who_.end() ? index : it->second->os_id;
+  }
+  void name_meta(int pid, std::uint64_t tid, const char* what, const std::string& name) {
+    w_.begin_object().member("ph", "M").member("pid", pid).member("tid", tid).member("name", what);
+    w_.key("args").begin_object().member("name", name).end_object().end_object();
+  }
+  void sort_meta(int pid, std::uint64_t tid, const char* what, std::int64_t index) {
+    w_.begin_object().member("ph", "M").member("pid", pid).member("tid", tid).member("name", what);
+    w_.key("args").begin_object().member("sort_index", index).end_object().end_object();
+  }
+
+  json_writer& w_;
+  std::int64_t origin_;
+  std::map<std::uint32_t, const thread_identity*> who_;
+};
+
+}  // namespace detail
+
+/// The trace document for one run. Times are microseconds from the first record.
 inline std::string chrome_trace(const std::string& run_name, const std::vector<span_record>& spans,
-                                const std::vector<gpu_activity>& gpu = {}, const std::string& coverage = "") {
+                                const std::vector<gpu_activity>& gpu, const chrome_trace_extras& extras) {
   std::int64_t origin = std::numeric_limits<std::int64_t>::max();
   for (const auto& r : spans) origin = std::min(origin, r.begin_ns);
   for (const auto& a : gpu) origin = std::min(origin, a.begin_ns);
+  for (const auto& m : extras.memory) origin = std::min(origin, m.begin_ns);
   if (origin == std::numeric_limits<std::int64_t>::max()) origin = 0;
-  const auto us = [origin](std::int64_t ns) { return static_cast<double>(ns - origin) / 1e3; };
+  // A GPU process for each device with activities, and for the memory counter's device.
+  std::set<std::uint32_t> devices;
+  for (const auto& a : gpu) devices.insert(a.device);
+  if (std::any_of(extras.memory.begin(), extras.memory.end(), [](const step_memory_sample& m) { return m.known(); }))
+    devices.insert(detail::memory_device);
 
   std::string out;
   detail::json_writer w(out);
   w.begin_object().member("displayTimeUnit", "ms");
   w.key("otherData").begin_object().member("run", run_name).member("traceml_version", TRACEML_VERSION_STRING);
-  if (!coverage.empty()) w.member("steps", coverage);
+  if (!extras.coverage.empty()) w.member("steps", extras.coverage);
   w.end_object();
   w.key("traceEvents").begin_array();
-
-  const auto meta = [&](int pid, std::int64_t tid, const char* what, const std::string& name) {
-    w.begin_object().member("ph", "M").member("pid", pid).member("tid", tid).member("name", what);
-    w.key("args").begin_object().member("name", name).end_object().end_object();
-  };
-  meta(detail::cpu_pid, 0, "process_name", "traceml CPU: " + run_name);
-  std::set<std::uint32_t> threads;
-  for (const auto& r : spans) threads.insert(r.thread);
-  for (auto t : threads) meta(detail::cpu_pid, t, "thread_name", t == 0 ? "thread 0 (first seen)" : "thread " + std::to_string(t));
-
-  for (const auto& r : spans) {
-    w.begin_object().member("ph", "X").member("pid", detail::cpu_pid).member("tid", r.thread);
-    w.member("name", r.name).member("cat", to_string(r.kind));
-    w.member("ts", us(r.begin_ns)).member("dur", static_cast<double>(r.duration_ns()) / 1e3);
-    w.key("args").begin_object().member("step", r.step).member("microbatch", r.microbatch).end_object();
-    w.end_object();
-  }
-
-  // GPU tracks, and one flow arrow per (step, micro-batch, phase) to the first activity it launched.
-  std::set<std::pair<std::uint32_t, std::uint32_t>> tracks;
-  std::set<std::tuple<std::int32_t, std::int32_t, std::string>> linked;
-  std::uint64_t flow_id = 0;
-  for (const auto& a : gpu) {
-    const int pid = detail::gpu_pid_base + static_cast<int>(a.device);
-    if (tracks.insert({a.device, a.stream}).second) {
-      if (std::none_of(tracks.begin(), tracks.end(), [&](auto& t) { return t.first == a.device && t.second != a.stream; }))
-        meta(pid, 0, "process_name", "GPU " + std::to_string(a.device));
-      meta(pid, a.stream, "thread_name", "stream " + std::to_string(a.stream));
-    }
-    w.begin_object().member("ph", "X").member("pid", pid).member("tid", a.stream);
-    w.member("name", a.name).member("cat", detail::activity_category(a.what));
-    w.member("ts", us(a.begin_ns)).member("dur", static_cast<double>(a.end_ns - a.begin_ns) / 1e3);
-    w.key("args").begin_object().member("step", a.step).member("microbatch", a.microbatch);
-    w.member("phase", a.phase_name);
-    if (a.what != gpu_activity::type::kernel) w.member("bytes", a.bytes);
-    w.end_object().end_object();
-
-    if (a.step < 0 || !*a.phase_name || !linked.insert({a.step, a.microbatch, a.phase_name}).second) continue;
-    const auto launcher = std::find_if(spans.begin(), spans.end(), [&](const span_record& r) {
-      return r.step == a.step && r.microbatch == a.microbatch && r.kind == a.phase && std::string(r.name) == a.phase_name;
-    });
-    if (launcher == spans.end()) continue;
-    ++flow_id;
-    w.begin_object().member("ph", "s").member("id", flow_id).member("name", "launch").member("cat", "launch");
-    w.member("pid", detail::cpu_pid).member("tid", launcher->thread).member("ts", us(launcher->begin_ns)).end_object();
-    w.begin_object().member("ph", "f").member("bp", "e").member("id", flow_id).member("name", "launch").member("cat", "launch");
-    w.member("pid", pid).member("tid", a.stream).member("ts", us(a.begin_ns)).end_object();
-  }
+  detail::chrome_trace_writer tw(w, origin, extras.threads);
+  tw.metadata(run_name, spans, devices);
+  tw.cpu_spans(spans);
+  tw.gpu_activities(spans, gpu);
+  tw.memory_counters(extras.memory);
   w.end_array().end_object();
   out += '\n';
   return out;
+}
+
+/// The trace with spans and GPU activities only; `coverage`, when given, says which steps it holds.
+/// CPU threads keep traceml's index as their id (no OS identities are passed).
+inline std::string chrome_trace(const std::string& run_name, const std::vector<span_record>& spans,
+                                const std::vector<gpu_activity>& gpu = {}, const std::string& coverage = "") {
+  chrome_trace_extras extras;
+  extras.coverage = coverage;
+  return chrome_trace(run_name, spans, gpu, extras);
 }
 
 /// Writes chrome_trace(...) to `path`; false (reported once) when it cannot.
@@ -107,6 +206,13 @@ inline bool write_chrome_trace(const std::string& path, const std::string& run_n
                                const std::vector<span_record>& spans, const std::vector<gpu_activity>& gpu = {},
                                const std::string& coverage = "") {
   return detail::write_whole_file(path, "Chrome trace", chrome_trace(run_name, spans, gpu, coverage));
+}
+
+/// Writes chrome_trace(run_name, spans, gpu, extras) to `path`; false (reported once) when it cannot.
+inline bool write_chrome_trace(const std::string& path, const std::string& run_name,
+                               const std::vector<span_record>& spans, const std::vector<gpu_activity>& gpu,
+                               const chrome_trace_extras& extras) {
+  return detail::write_whole_file(path, "Chrome trace", chrome_trace(run_name, spans, gpu, extras));
 }
 
 TRACEML_END_NAMESPACE

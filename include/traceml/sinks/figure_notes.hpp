@@ -2,6 +2,7 @@
 // "recording cost +45.8% per recorded step"), and the one locale-proof number formatter. The table
 // and the HTML report say the same thing in the same words because they call these.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
@@ -27,6 +28,16 @@ inline std::string fixed_text(double v, int decimals) {
   }
   if (!nonzero && !s.empty() && s[0] == '-') s.erase(0, 1);
   return s;
+}
+
+/// A count, or a count per step or per micro-batch: an integer prints as one ("720", never
+/// "720.0"); a mean that is not whole keeps `decimals` digits ("2.5"), so it is not passed off as
+/// exact. Non-finite values give "-".
+inline std::string count_text(double v, int decimals = 1) {
+  if (!std::isfinite(v)) return "-";
+  const double whole = std::round(v);
+  if (std::fabs(v - whole) <= 1e-9 * std::max(1.0, std::fabs(v))) return fixed_text(whole, 0);
+  return fixed_text(v, decimals);
 }
 
 /// "1 of 10 steps", "10 of 10 steps", "1 step" (when `of` is 0: the total is not known).

@@ -89,11 +89,21 @@ inline axis nice_axis(double hi, int target_ticks = 5) {
 inline constexpr const char* residual_color = "#b0b0b0";
 inline constexpr const char* idle_color = "#e4e4e4";
 
-/// Colours for runs (lines, swatches): distinct and readable on white.
-inline const char* run_color(std::size_t i) {
-  static constexpr const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
-                                           "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
-  return colors[i % (sizeof colors / sizeof colors[0])];
+/// Colours for runs (lines, swatches, median labels). None is a phase colour (phase_palette, the
+/// residual and idle greys), so that a run is never mistaken for a phase in a chart with both; dark
+/// tones of Paul Tol's colour-blind-safe "muted" scheme plus ochre, teal, near-black and rust, every
+/// one at least 4.9:1 against white (readable as text, not only as a line).
+inline constexpr const char* run_colors[] = {"#332288", "#882255", "#117733", "#996600",
+                                             "#aa4499", "#005f5f", "#1a1a1a", "#8a3b00"};
+inline constexpr std::size_t run_color_count = sizeof run_colors / sizeof run_colors[0];
+
+inline const char* run_color(std::size_t i) { return run_colors[i % run_color_count]; }
+
+/// A dash pattern per run (stroke-dasharray) for the step-time chart's median lines: lines that lie
+/// close together, or whose colours a reader cannot tell apart, still differ by their pattern.
+inline const char* run_dash(std::size_t i) {
+  static constexpr const char* dashes[] = {"8 4", "2 3", "10 3 2 3", "4 4", "12 3 2 3 2 3", "1 3", "6 2 2 2", "16 4"};
+  return dashes[i % (sizeof dashes / sizeof dashes[0])];
 }
 
 /// One colour per phase, the same in every chart and every run: the built-in kinds keep theirs from
@@ -110,12 +120,25 @@ class phase_palette {
     return residual_color;
   }
 
+  /// Every colour a phase can get (the built-in kinds' first, then the user phases'), for tests that
+  /// keep run colours apart from them.
+  static std::vector<std::string> all_colors() {
+    std::vector<std::string> out;
+    for (phase_kind k : {phase_kind::dataloader, phase_kind::forward, phase_kind::backward, phase_kind::optimizer,
+                         phase_kind::communication})
+      out.emplace_back(kind_color(k));
+    for (const char* c : user_colors) out.emplace_back(c);
+    return out;
+  }
+
  private:
   struct entry {
     phase_kind kind;
     std::string name;
     std::string color;
   };
+  static constexpr const char* user_colors[] = {"#17becf", "#bcbd22", "#e377c2", "#8c564b",
+                                                "#7f9fd0", "#e0a050", "#6fbf73", "#b39ddb"};
   static const char* kind_color(phase_kind k) {
     switch (k) {
       case phase_kind::dataloader: return "#9467bd";
@@ -133,11 +156,7 @@ class phase_palette {
     // A second phase of a built-in kind (two differently named forwards) must not share its colour.
     for (const auto& e : entries_)
       if (c && e.kind == kind) c = nullptr;
-    if (!c) {
-      static constexpr const char* user_colors[] = {"#17becf", "#bcbd22", "#e377c2", "#8c564b",
-                                                    "#7f9fd0", "#e0a050", "#6fbf73", "#b39ddb"};
-      c = user_colors[user_++ % (sizeof user_colors / sizeof user_colors[0])];
-    }
+    if (!c) c = user_colors[user_++ % (sizeof user_colors / sizeof user_colors[0])];
     entries_.push_back({kind, name, c});
   }
   std::vector<entry> entries_;

@@ -50,7 +50,7 @@ void step_time_run(std::string& o, const run_result& r, std::size_t ri, std::siz
   }
   const auto& s = r.summary;
   if (s.step_ms.count > 0) {
-    o += "<line class=\"median\" stroke=\"" + color + "\" x1=\"" + px(x(static_cast<double>(std::min(s.warmup_steps, n_max - 1)))) +
+    o += "<line class=\"median\" stroke=\"" + color + "\" stroke-dasharray=\"" + run_dash(ri) + "\" x1=\"" + px(x(static_cast<double>(std::min(s.warmup_steps, n_max - 1)))) +
          "\" y1=\"" + px(y(s.step_ms.median)) + "\" x2=\"" + px(x(static_cast<double>(s.steps - 1))) +
          "\" y2=\"" + px(y(s.step_ms.median)) + "\"><title>" + escape(r.name) + ": median " + ms(s.step_ms.median) +
          " ms</title></line>";
@@ -64,6 +64,48 @@ void step_time_run(std::string& o, const run_result& r, std::size_t ri, std::siz
     }
   }
   o += "</g>\n";
+}
+
+/// Where to put labels for values drawn at `ys` (SVG y, any order) so that no two overlap: each as
+/// close to its value as it can be while at least `gap` below the label above it, and none below
+/// `hi` (when they fit between `lo` and `hi`). Labels keep their values' order, so a label never
+/// crosses another's line. Greedy: down from the top, then back up from the bottom edge.
+inline std::vector<double> spread_labels(const std::vector<double>& ys, double gap, double lo, double hi) {
+  std::vector<std::size_t> order(ys.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return ys[a] < ys[b]; });
+  std::vector<double> pos(ys.size());
+  double prev = lo - gap;
+  for (std::size_t i : order) prev = pos[i] = std::max(std::clamp(ys[i], lo, hi), prev + gap);
+  double next = hi + gap;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) next = pos[*it] = std::min(pos[*it], next - gap);
+  return pos;
+}
+
+/// The median labels at the right of the step-time chart: one per run, in its colour, at its
+/// median's height, nudged apart where medians are close (a leader line then joins label and line).
+template <class Y>
+void median_labels(std::string& o, const std::vector<run_result>& runs, double plot_right, double top, double bottom,
+                   const Y& y) {
+  std::vector<std::size_t> which;
+  std::vector<double> ys;
+  for (std::size_t ri = 0; ri < runs.size(); ++ri) {
+    if (runs[ri].summary.step_ms.count == 0 || runs[ri].summary.timeline.empty()) continue;
+    which.push_back(ri);
+    ys.push_back(y(runs[ri].summary.step_ms.median));
+  }
+  const double gap = 13;  // an 11 px label and a little air
+  const auto pos = spread_labels(ys, gap, top + gap / 2, bottom);
+  for (std::size_t i = 0; i < which.size(); ++i) {
+    const auto& r = runs[which[i]];
+    const std::string color = run_color(which[i]);
+    if (std::fabs(pos[i] - ys[i]) > 0.5)
+      o += "<line class=\"leader\" stroke=\"" + color + "\" x1=\"" + px(plot_right) + "\" y1=\"" + px(ys[i]) +
+           "\" x2=\"" + px(plot_right + 5) + "\" y2=\"" + px(pos[i]) + "\"/>";
+    o += "<text class=\"median-label\" data-run=\"" + std::to_string(which[i]) + "\" style=\"fill:" + color +
+         "\" x=\"" + px(plot_right + 7) + "\" y=\"" + px(pos[i] + 4) + "\">" +
+         escape(shorten(r.name, 14) + " median " + ms(r.summary.step_ms.median) + " ms") + "</text>\n";
+  }
 }
 
 /// Step time along the run, one line per run (every step, or equal buckets of a long run); warm-up
@@ -87,7 +129,8 @@ inline void step_time_chart(std::string& o, const std::vector<run_result>& runs)
     return;
   }
   if (!(hi > 0)) hi = hi_all;
-  const double height = 300, left = 64, right = 16, top = 16, bottom = 46;
+  // The right margin holds the median labels ("<run> median 123.4 ms", about 6.5 px a character).
+  const double height = 300, left = 64, right = 170, top = 16, bottom = 46;
   const double pw = chart_width - left - right, ph = height - top - bottom;
   const axis ya = nice_axis(hi);
   const auto x = [&](double i) { return left + (n_max > 1 ? pw * i / static_cast<double>(n_max - 1) : pw / 2); };
@@ -124,13 +167,14 @@ inline void step_time_chart(std::string& o, const std::vector<run_result>& runs)
   const bool markers = points_max <= 150;  // beyond that, dots would merge into a smear
   for (std::size_t ri = 0; ri < runs.size(); ++ri)
     if (!runs[ri].summary.timeline.empty()) step_time_run(o, runs[ri], ri, n_max, markers, x, y);
+  median_labels(o, runs, left + pw, top, top + ph, y);
   o += "</svg>\n<ul class=\"legend\">";
   for (std::size_t ri = 0; ri < runs.size(); ++ri) {
     o += "<li>";
     swatch(o, run_color(ri));
     o += escape(runs[ri].name) + "</li>";
   }
-  o += "<li class=\"muted\">hollow dots and shaded band: warm-up steps, excluded from the statistics; dashed: median";
+  o += "<li class=\"muted\">hollow dots and shaded band: warm-up steps, excluded from the statistics; dashed: each run's median over its measured steps (its own dash pattern, labelled at the right)";
   if (points_max < n_max) o += "; long runs: each point is the mean of equal buckets of consecutive steps";
   if (hi_all > ya.max) o += "; points above the axis (up to " + ms(hi_all) + " ms) sit on its top edge";
   o += "</li>";
@@ -276,7 +320,7 @@ inline void gpu_chart(std::string& o, const std::vector<run_result>& runs, const
         row.segments.push_back({"GPU busy", pal.color(p.kind, p.name), "busy", k.busy_ms.mean});
         row.segments.push_back({"GPU idle", idle_color, "idle", k.idle_ms.mean});
         row.right = (k.window_ms.mean > 0 ? pct(k.busy_share) + " busy, " : std::string()) +
-                    fixed(k.kernels_per_step, 0) + " kernels/step (" +
+                    count_text(k.kernels_per_step) + " kernels/step (" +
                     steps_of(k.steps, runs[ri].summary.step_ms.count) + ")";
         hi = std::max(hi, k.window_ms.mean);
         rows.push_back(std::move(row));

@@ -4,6 +4,8 @@
 // Produced from run_result like the table and the JSON summary, so it shows the same numbers.
 //
 //   traceml::write_html_report("report.html", {run_1x4, run_2x2, run_4x1}, "Qwen3 accumulation");
+//   // with a plain-text explanation of the difference, shown under the comparison table:
+//   traceml::write_html_report("report.html", runs, "Qwen3 accumulation", "4x1 is faster because ...");
 //
 // Output is a pure function of its input (no clock, no randomness, fixed iteration order): the same
 // runs give the same bytes, so reports can be diffed and checked in.
@@ -37,6 +39,7 @@ h3 { font-size: 16px; margin: 0 0 8px; }
 h4 { font-size: 14px; margin: 16px 0 6px; }
 p.meta, .muted { color: #6b6b6b; }
 p.note { color: #4a4a4a; max-width: 820px; }
+p.explanation { max-width: 820px; margin: 8px 0; white-space: pre-wrap; }
 .runs { display: flex; flex-wrap: wrap; gap: 16px; }
 .card { border: 1px solid #dddddd; border-radius: 6px; padding: 12px 14px; flex: 1 1 320px; max-width: 560px; }
 table { border-collapse: collapse; margin: 6px 0 12px; }
@@ -62,7 +65,9 @@ svg.chart text.inbar-dark { fill: #333333; font-size: 11px; font-weight: 600; }
 svg.chart text.total { font-weight: 600; }
 svg.chart line.axis { stroke: #888888; stroke-width: 1; }
 svg.chart line.grid { stroke: #e6e6e6; stroke-width: 1; }
-svg.chart line.median { stroke-width: 1; stroke-dasharray: 5 4; }
+svg.chart line.median { stroke-width: 1.5; }
+svg.chart line.leader { stroke-width: 1; }
+svg.chart text.median-label { font-size: 11px; font-weight: 600; }
 svg.chart line.marker { stroke: #1d1d1f; stroke-width: 2; }
 svg.chart rect.warmup { fill: #f3f3f3; }
 svg.chart rect.seg, svg.chart rect.busy, svg.chart rect.idle { stroke: #ffffff; stroke-width: 1; }
@@ -72,9 +77,28 @@ footer { margin-top: 40px; color: #6b6b6b; font-size: 12px; }
 }  // namespace html
 }  // namespace detail
 
+namespace detail {
+namespace html {
+/// The explanation: plain text, escaped; a blank line starts a new paragraph.
+inline void explanation(std::string& o, const std::string& text) {
+  std::size_t from = 0;
+  while (from < text.size()) {
+    std::size_t end = text.find("\n\n", from);
+    if (end == std::string::npos) end = text.size();
+    std::string para = text.substr(from, end - from);
+    from = end + 2;
+    while (!para.empty() && (para.back() == '\n' || para.back() == ' ')) para.pop_back();
+    while (!para.empty() && (para.front() == '\n' || para.front() == ' ')) para.erase(0, 1);
+    if (!para.empty()) o += "<p class=\"explanation\">" + escape(para) + "</p>\n";
+  }
+}
+}  // namespace html
+}  // namespace detail
+
 /// The report document for one or more runs (several runs are compared side by side). Every name
 /// and config value is HTML-escaped; the result needs nothing but a browser. `explanation`, when
-/// given, is the comparison's text (compare.hpp), shown under the comparison table.
+/// given, is plain text saying what differs between the runs and why (escaped here; a blank line
+/// starts a new paragraph): shown under the comparison table, or under the run for a single run.
 inline std::string html_report(const std::vector<run_result>& runs, const std::string& title = "traceml report",
                                const std::string& explanation = "") {
   namespace h = detail::html;
@@ -100,7 +124,11 @@ inline std::string html_report(const std::vector<run_result>& runs, const std::s
   if (runs.size() > 1) {
     o += "<section id=\"comparison\">\n<h2>Comparison</h2>\n";
     h::comparison_table(o, runs);
-    if (!explanation.empty()) o += "<pre id=\"explanation\" style=\"white-space: pre-wrap\">" + h::escape(explanation) + "</pre>\n";
+    h::explanation(o, explanation);
+    o += "</section>\n";
+  } else if (!explanation.empty()) {
+    o += "<section id=\"explanation\">\n<h2>Explanation</h2>\n";
+    h::explanation(o, explanation);
     o += "</section>\n";
   }
 

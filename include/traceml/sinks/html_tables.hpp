@@ -28,7 +28,7 @@ inline void gpu_summary_rows(std::string& o, const run_summary& s) {
     const std::string over = recorded_steps_note(s);
     kv_row(o, "GPU kernel time per step", ms(k.kernel_ms.mean) + " ms, mean " + over);
     kv_row(o, "GPU busy", pct(k.busy_share) + " of the step's GPU window, " + over);
-    kv_row(o, "kernels per step", fixed(k.kernels_per_step, 0) + ", " + over);
+    kv_row(o, "kernels per step", count_text(k.kernels_per_step) + ", " + over);
   }
   if (s.recording.cost)
     kv_row(o, "recording cost", signed_percent(*s.recording.cost) +
@@ -56,7 +56,7 @@ inline void config_and_summary(std::string& o, const run_result& r, std::size_t 
   }
   if (s.tokens_per_s > 0) kv_row(o, "throughput", fixed(s.tokens_per_s, 1) + " tokens/s");
   if (s.samples_per_s > 0) kv_row(o, "throughput", fixed(s.samples_per_s, 2) + " samples/s");
-  kv_row(o, "GPU", s.gpu_status.empty() ? std::string("no GPU source") : escape(s.gpu_status));
+  kv_row(o, "GPU", escape(s.gpu_status.empty() ? std::string(no_gpu_source_status) : s.gpu_status));
   gpu_summary_rows(o, s);
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
   if (s.peak_allocated_bytes >= 0)
@@ -151,8 +151,8 @@ inline void phase_table(std::string& o, const run_result& r, const phase_palette
 inline void kernel_row(std::string& o, const std::string& name_html, const kernel_summary& k) {
   o += "<tr><td>" + name_html + "</td>" + num_cell(ms(k.wall_ms.mean)) + num_cell(ms(k.window_ms.mean)) +
        num_cell(ms(k.kernel_ms.mean)) + num_cell(ms(k.busy_ms.mean)) + num_cell(ms(k.idle_ms.mean)) +
-       num_cell(k.window_ms.mean > 0 ? pct(k.busy_share) : "&ndash;") + num_cell(fixed(k.kernels_per_step, 1)) +
-       num_cell(k.kernels_per_microbatch > 0 ? fixed(k.kernels_per_microbatch, 1) : "&ndash;") + "</tr>\n";
+       num_cell(k.window_ms.mean > 0 ? pct(k.busy_share) : "&ndash;") + num_cell(count_text(k.kernels_per_step)) +
+       num_cell(k.kernels_per_microbatch > 0 ? count_text(k.kernels_per_microbatch) : "&ndash;") + "</tr>\n";
 }
 
 /// GPU facts per phase (and the whole step), then each phase's top kernels; all per recorded step.
@@ -180,7 +180,7 @@ inline void gpu_tables(std::string& o, const run_result& r) {
     header_row(o, {"kernel", "launches/step", "ms/step", "mean &micro;s"});
     o += "<tbody>\n";
     for (const auto& k : p.kernels->top_kernels)
-      o += "<tr><td class=\"kname\">" + escape(k.name) + "</td>" + num_cell(fixed(k.launches_per_step, 1)) +
+      o += "<tr><td class=\"kname\">" + escape(k.name) + "</td>" + num_cell(count_text(k.launches_per_step)) +
            num_cell(ms(k.ms_per_step)) + num_cell(fixed(k.mean_us, 1)) + "</tr>\n";
     o += "</tbody></table>\n";
   }

@@ -47,7 +47,7 @@ inline std::string gpu_cells(const table_columns& c, const std::optional<summary
   if (!c.kernels) return out;
   if (!k) return out + pad("-", 11) + pad("-", 8) + pad("-", 8) + pad("-", 14);
   return out + pad(fixed_text(k->kernel_ms.mean, 3), 11) + pad(fixed_text(k->busy_share * 100, 1), 8) +
-         pad(fixed_text(k->idle_share * 100, 1), 8) + pad(fixed_text(k->kernels_per_step, 0), 14);
+         pad(fixed_text(k->idle_share * 100, 1), 8) + pad(count_text(k->kernels_per_step), 14);
 }
 
 /// What each column rests on: "wall: 10 steps; gpu ms: 10 of 10 steps (CUDA events); kernel ms,

@@ -1,0 +1,108 @@
+// Why there is no GPU data, in words a user can act on: the device check's wording for each way a
+// device query fails (pure, on any machine), and, on a machine without an NVIDIA driver (CI, a
+// laptop), the sources, the factory and the JSON summary all saying "no NVIDIA driver" rather than
+// the CUDA runtime's "driver version is insufficient". Where a driver is present the second part
+// is skipped, and says so.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "traceml/gpu/cupti_source.hpp"
+#include "traceml/traceml.hpp"
+
+using namespace traceml;
+using nlohmann::json;
+
+namespace {
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+/// cudaDriverGetVersion's answer: 0 when no driver is loaded.
+int driver_version() {
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess) v = 0;
+  cudaGetLastError();
+  return v;
+}
+}  // namespace
+
+TEST_CASE("the device check names the missing piece", "[gpu-status]") {
+  using detail::describe_device_check;
+  SECTION("a usable device: nothing to say") {
+    CHECK(describe_device_check(cudaSuccess, 1, 13000, 13000).empty());
+  }
+  SECTION("no driver loaded (version 0): the runtime's 'insufficient driver' is not repeated") {
+    // What the CUDA 13 runtime answers on a machine without libcuda, and the other errors a
+    // driverless query can give.
+    const cudaError_t e = GENERATE(cudaErrorInsufficientDriver, cudaErrorNoDevice, cudaSuccess);
+    const std::string why = describe_device_check(e, 0, 0, 13000);
+    INFO(why);
+    CHECK(why.rfind("no NVIDIA driver", 0) == 0);
+    CHECK_FALSE(contains(why, "insufficient"));
+  }
+  SECTION("a driver older than the runtime: insufficient, with both versions") {
+    const std::string why = describe_device_check(cudaErrorInsufficientDriver, 0, 12040, 13000);
+    CHECK(why == "insufficient NVIDIA driver: it supports up to CUDA 12.4, this program's CUDA runtime is CUDA 13.0 "
+                 "(update the driver)");
+  }
+  SECTION("a driver that sees no GPU") {
+    CHECK(describe_device_check(cudaErrorNoDevice, 0, 13000, 13000).rfind("no CUDA device (the NVIDIA driver sees no GPU", 0) == 0);
+    CHECK(describe_device_check(cudaSuccess, 0, 13000, 13000).rfind("no CUDA device (the NVIDIA driver sees no GPU", 0) == 0);
+  }
+  SECTION("any other failure keeps the runtime's own words") {
+    CHECK(describe_device_check(cudaErrorInitializationError, 0, 13000, 13000) ==
+          std::string("no CUDA device (") + cudaGetErrorString(cudaErrorInitializationError) + ")");
+  }
+}
+
+TEST_CASE("without an NVIDIA driver every output says 'no NVIDIA driver'", "[gpu-status][no-driver]") {
+  if (driver_version() > 0) {
+    WARN("SKIPPED: an NVIDIA driver is present (version " << driver_version()
+                                                          << "); this test checks a machine without one");
+    return;
+  }
+  reset_diagnostics(true);
+  const cuda_device_check device = check_cuda_device();
+  CHECK_FALSE(device.ok());
+  CHECK(device.why.rfind("no NVIDIA driver", 0) == 0);
+
+  SECTION("the sources and the factory") {
+    cupti_source c;
+    CHECK_FALSE(c.ok());
+    CHECK(c.status() == "kernel attribution off: " + device.why);
+    cuda_events_source e;
+    CHECK_FALSE(e.ok());
+    CHECK(e.status() == "GPU timing off: " + device.why);
+    CHECK(make_best_gpu_source() == nullptr);
+    const auto msgs = diagnostic_messages();
+    REQUIRE(msgs.size() == 1);
+    CHECK(contains(msgs[0], "no NVIDIA driver"));
+    CHECK_FALSE(contains(msgs[0], "insufficient"));
+  }
+  SECTION("a profiler with the CUPTI source attached writes the reason into the JSON summary") {
+    const std::string path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
+                             "/traceml_test_no_driver_summary.json";
+    profiler_options o;
+    o.print_table = false;
+    o.warmup_steps = 0;
+    o.json_path = path;
+    {
+      profiler prof(o);
+      prof.set_gpu_source(std::make_unique<cupti_source>());
+      for (int s = 0; s < 2; ++s) {
+        TRACEML_STEP();
+        TRACEML_PHASE(forward);
+      }
+      prof.finish();
+    }
+    const json doc = json::parse(std::ifstream(path));
+    const std::string status = doc["runs"][0]["summary"]["gpu"]["status"];
+    INFO(status);
+    CHECK_FALSE(status.empty());
+    CHECK(contains(status, "no NVIDIA driver"));
+    CHECK_FALSE(contains(status, "insufficient"));
+    std::remove(path.c_str());
+  }
+}
