@@ -2,7 +2,7 @@
 //
 // Composed of four pieces: the activity reader (cupti_reader.hpp: CUPTI loaded with dlopen,
 // buffers, parsing, clock); boundary markers (boundary_markers.hpp: a tiny memset per boundary of a
-// recorded step, so that attribution knows by stream order which phase launched each kernel); the
+// step with records on, so that attribution knows by stream order which phase launched each kernel); the
 // record switch (record_switch.hpp: which steps are recorded, records on and off around them); the
 // step-readiness rule (step_readiness.hpp, pure: which steps' records are complete). Besides, every
 // step and phase is timed with CUDA events (event_timer.hpp): GPU time per phase on every step.

@@ -160,8 +160,9 @@ class record_switch {
   /// (the budget decides at each begin, and never records two steps in a row); then records stay
   /// on and the switch-off waits for the end of the run of recorded steps.
   bool next_records_on() const noexcept {
+    if (!schedule_) return false;  // no lock taken at the step ends of a budget or 1-in-N run
     std::lock_guard<std::mutex> lock(mu_);
-    return schedule_ && schedule_->at(static_cast<std::int64_t>(step_) + 1).records_on();
+    return schedule_->at(static_cast<std::int64_t>(step_) + 1).records_on();
   }
 
   /// Sampling: every activity kind on or off together. Any enabled kind costs per launch (measured:
