@@ -235,6 +235,7 @@ TEST_CASE("on_trace_ready: each window once, in order, on the training thread, w
   o.run_name = "sched";
   o.print_table = false;
   o.warmup_steps = 0;
+  o.trace_path = traceml_test::temp_path("sched_run.trace.json");  // the run's trace keeps every kernel too
   o.on_trace_ready = [&](const recording_window& w) {
     seen_window s;
     s.cycle = w.cycle;
@@ -293,6 +294,9 @@ TEST_CASE("on_trace_ready: each window once, in order, on the training thread, w
   CHECK_FALSE(run.steps[1].gpu->kernels_measured);
   CHECK(run.steps[2].gpu->schedule.cycle == 0);
   CHECK(diagnostic_messages().empty());
+  const json whole = json::parse(std::ifstream(o.trace_path));
+  CHECK(events_of(whole, 100).size() == 6);  // the six active steps' kernels, none of the warm-up steps'
+  std::remove(o.trace_path.c_str());
 }
 
 TEST_CASE("on_trace_ready: a window the run ended inside arrives at finish(), cut short", "[schedule][windows][profiler]") {

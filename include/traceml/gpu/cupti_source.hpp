@@ -72,10 +72,11 @@ struct cupti_options {
   /// (measured, docs/attribution.md). 0: every step (CUPTI's full cost), or one in sample_every.
   double overhead_budget = 0.005;
   int sample_every = 1;
-  /// Instead of the budget: windows of consecutive recorded steps, as torch.profiler.schedule lays
-  /// them out (recording_schedule.hpp). Warm-up steps run with records on and their kernels are
-  /// discarded; each finished window reaches profiler_options::on_trace_ready. Recording costs
-  /// CUPTI's full per-launch price on warm-up and active steps, whatever the budget says.
+  /// Instead of the budget and sample_every: windows of consecutive recorded steps, as
+  /// torch.profiler.schedule lays them out (recording_schedule.hpp). Warm-up steps run with records
+  /// on and their kernels are discarded; each finished window reaches
+  /// profiler_options::on_trace_ready. Warm-up and active steps pay CUPTI's full per-launch cost,
+  /// whatever the budget says.
   std::optional<recording_schedule> schedule;
   const char* library = nullptr;  ///< CUPTI library path; default: the one found at build time
   stream_provider current_stream; ///< see cuda_stream.hpp
