@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,6 +34,7 @@
 #include "traceml/sinks/html_report.hpp"
 #include "traceml/sinks/json_summary.hpp"
 #include "traceml/phase.hpp"
+#include "traceml/recording_window.hpp"
 #include "traceml/sinks/report_table.hpp"
 #include "traceml/run_accumulator.hpp"
 #include "traceml/summary.hpp"
@@ -57,6 +59,13 @@ struct profiler_options {
   std::size_t trace_last_steps = 200;   ///< the Chrome trace keeps the last this many steps ...
   std::size_t trace_recorded_steps = 8; ///< ... and, before them, this many with GPU kernel records
   std::vector<std::pair<std::string, std::string>> config;  ///< echoed into the outputs
+  /// Called once per window of a recording schedule (gpu_source_options::cupti_opts.schedule), as
+  /// torch.profiler's on_trace_ready: on the training thread, at the end of the step at which the
+  /// window's last step came back from attribution, outside the profiler's lock; a window the run
+  /// ended inside comes at finish() with complete = false. Without a schedule it is never called.
+  ///   opts.on_trace_ready = [](const traceml::recording_window& w) {
+  ///     w.write_chrome_trace("trace_" + std::to_string(w.cycle) + ".json"); };
+  std::function<void(const recording_window&)> on_trace_ready;
 
   /// Options for a run called `name`:  traceml::profiler p(traceml::profiler_options::named("mlp"));
   static profiler_options named(std::string name) {
@@ -83,7 +92,8 @@ class profiler : public recording_callback, private recorder_observer {
   explicit profiler(profiler_options options = {})
       : options_(std::move(options)),
         acc_(options_.warmup_steps, options_.tokens_per_step, options_.samples_per_step),
-        trace_(options_.trace_last_steps, options_.trace_recorded_steps) {
+        trace_(options_.trace_last_steps, options_.trace_recorded_steps),
+        windows_(options_.run_name) {
     result_.name = options_.run_name;
     result_.config = options_.config;
     auto& R = detail::recorder();
@@ -116,7 +126,7 @@ class profiler : public recording_callback, private recorder_observer {
   void set_gpu_source(std::unique_ptr<gpu_source> source) {
     std::lock_guard<std::mutex> lock(mu_);
     gpu_ = std::move(source);
-    attribution_.keep_activities(!options_.trace_path.empty());
+    attribution_.keep_activities(keeps_trace_data());
     detail::recorder().observe_phases.store(attached_ && gpu_ && gpu_->wants_scope_hooks(), std::memory_order_relaxed);
   }
   gpu_source* gpu() const noexcept { return gpu_.get(); }
@@ -140,7 +150,7 @@ class profiler : public recording_callback, private recorder_observer {
   /// Call it once the loop is done: scopes still running on other threads while it runs may reach
   /// a GPU source that finish() is releasing.
   const run_result& finish() {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (finished_) return result_;
     finished_ = true;
     if (!attached_) return result_;
@@ -157,6 +167,17 @@ class profiler : public recording_callback, private recorder_observer {
       result_.summary.gpu_status = gpu_->status();
     }
     while (!waiting_.empty()) emit_front();
+    if (options_.on_trace_ready) {
+      windows_.finish(windows_ready_);
+      if (!windows_.windows())
+        report_once("on-trace-ready", "profiler_options::on_trace_ready was never called: no step was recorded by a "
+                                      "schedule (gpu_source_options::cupti_opts.schedule)");
+      std::vector<recording_window> ready;
+      ready.swap(windows_ready_);
+      lock.unlock();  // as at a step's end; the GPU source (kernel names) is released only below
+      deliver_windows(ready);
+      lock.lock();
+    }
     const std::string gpu_status = result_.summary.gpu_status;
     result_.summary = acc_.summary();
     result_.summary.gpu_status = gpu_status;
@@ -186,6 +207,7 @@ class profiler : public recording_callback, private recorder_observer {
  private:
   // recorder_observer: runs on the thread that closed the step.
   void on_step_end(const span_record& step) noexcept override {
+    std::vector<recording_window> ready;
     try {
       std::lock_guard<std::mutex> lock(mu_);
       if (finished_) return;
@@ -203,7 +225,7 @@ class profiler : public recording_callback, private recorder_observer {
       auto st = compute_step(step.step, spans);
       if (!st) return;
       waiting_.push_back(std::move(*st));
-      if (!options_.trace_path.empty()) trace_spans_.emplace_back(step.step, spans);
+      if (keeps_trace_data()) trace_spans_.emplace_back(step.step, spans);
       if (gpu_) {
         gpu_->step_ended(step.step, spans);
         // The delivery goes to the attribution worker (a recorded step takes milliseconds to
@@ -214,12 +236,30 @@ class profiler : public recording_callback, private recorder_observer {
       } else {
         emit_front();
       }
+      ready.swap(windows_ready_);
     } catch (const std::exception& e) {
       report_once("step-end", std::string("could not process a step: ") + e.what());
     } catch (...) {
       report_once("step-end", "could not process a step (unknown error)");
     }
+    deliver_windows(ready);  // outside the lock: the callback may ask the profiler
   }
+
+  /// Hands finished recording windows to on_trace_ready, in order; a throwing callback is said once.
+  void deliver_windows(const std::vector<recording_window>& ready) noexcept {
+    for (const auto& w : ready) {
+      try {
+        options_.on_trace_ready(w);
+      } catch (const std::exception& e) {
+        report_once("on-trace-ready-threw", std::string("profiler_options::on_trace_ready threw: ") + e.what());
+      } catch (...) {
+        report_once("on-trace-ready-threw", "profiler_options::on_trace_ready threw (unknown exception)");
+      }
+    }
+  }
+
+  /// Steps' spans and GPU activities are kept past their step for the Chrome trace or for windows.
+  bool keeps_trace_data() const noexcept { return !options_.trace_path.empty() || options_.on_trace_ready; }
   void on_scope_begin(phase_kind kind, const char* name, std::int32_t step, std::int32_t micro) noexcept override {
     if (auto* g = gpu_.get()) g->on_scope_begin(kind, name, step, micro);
   }
@@ -250,7 +290,7 @@ class profiler : public recording_callback, private recorder_observer {
     step_result st = std::move(waiting_.front());
     waiting_.pop_front();
     if (jsonl_) jsonl_->write(step_jsonl_line(result_.name, st));
-    if (!options_.trace_path.empty()) {
+    if (keeps_trace_data()) {
       std::vector<span_record> spans;
       while (!trace_spans_.empty() && trace_spans_.front().first <= st.step) {
         if (trace_spans_.front().first == st.step) spans = std::move(trace_spans_.front().second);
@@ -262,7 +302,9 @@ class profiler : public recording_callback, private recorder_observer {
         activities.swap(st.gpu->activities);
         memory = {st.step, st.begin_ns, {st.gpu->peak_allocated_bytes, st.gpu->peak_reserved_bytes}};
       }
-      trace_.add(st.step, std::move(spans), std::move(activities), st.gpu && st.gpu->kernels_measured, memory);
+      if (options_.on_trace_ready) windows_.add(st, spans, activities, windows_ready_);
+      if (!options_.trace_path.empty())
+        trace_.add(st.step, std::move(spans), std::move(activities), st.gpu && st.gpu->kernels_measured, memory);
     }
     if (st.gpu) st.gpu->activities.clear();
     acc_.add(st);
@@ -283,6 +325,8 @@ class profiler : public recording_callback, private recorder_observer {
   std::deque<std::pair<std::int32_t, std::vector<span_record>>> trace_spans_;  // per step, until it is emitted
   run_accumulator acc_;                   // the run's statistics, step by step (bounded memory)
   detail::trace_window trace_;            // what the Chrome trace keeps (bounded)
+  detail::window_collector windows_;      // recording windows for on_trace_ready
+  std::vector<recording_window> windows_ready_;  // closed, not yet handed to on_trace_ready
   std::deque<step_result> waiting_;       // closed on the CPU, GPU facts not yet in
   run_result result_;
   std::uint64_t dropped_ = 0;

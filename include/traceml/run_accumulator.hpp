@@ -242,13 +242,16 @@ class run_accumulator {
   }
 
   /// One step into the sample sets: measured (after warm-up), recorded (kernel records), baseline
-  /// (measured, neither recorded nor right after a recorded step).
+  /// (measured, records off, and not right after a step with records on). A schedule's warm-up
+  /// step had records on without reporting kernels: neither recorded nor baseline, so that the
+  /// recording cost never pairs a recorded step with one that paid CUPTI's cost too.
   void fold(const step_result& st, bool measured) {
-    const bool rec = recorded(st), after = previous_recorded_;
-    previous_recorded_ = rec;
+    const bool rec = recorded(st), after = previous_records_on_;
+    const bool discarded = st.gpu && st.gpu->schedule.phase == schedule_phase::warmup;
+    previous_records_on_ = rec || discarded;
     if (!measured) return;
     const bool timed = st.gpu && st.gpu->total.span_ns >= 0;
-    const bool base = !rec && !after;
+    const bool base = !rec && !discarded && !after;
     step_.add(st.wall_ms);
     residual_.add(st.residual_ms);
     if (timed) step_gpu_.add(ms(st.gpu->total.span_ns));
@@ -368,7 +371,7 @@ class run_accumulator {
   std::uint64_t steps_ = 0, warmup_steps_ = 0;
   double total_wall_ms_ = 0;
   std::vector<step_result> head_;  // at most 2 x warm-up steps, until the warm-up is known
-  bool previous_recorded_ = false;
+  bool previous_records_on_ = false;  // records were on in the step folded last
   detail::set_counts count_;
   running_stats step_, residual_, step_gpu_, recorded_step_, baseline_step_;
   running_stats recorded_ratio_;            // each recorded step / its local untraced baseline

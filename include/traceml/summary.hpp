@@ -74,9 +74,9 @@ struct kernel_summary {
   std::vector<kernel_figure> top_kernels;  ///< merged over the steps first, then the longest top_kernel_count
 };
 
-/// The explanation's sample set: per-step means over the measured steps on which no kernel records
-/// were taken and that do not follow a recorded step (recording's after-effects, which the budget
-/// charges too). These steps carry none of the profiler's recording cost, so a difference between
+/// The explanation's sample set: per-step means over the measured steps on which kernel records were
+/// off (a schedule's warm-up steps had them on) and that do not follow a step with records on
+/// (recording's after-effects, which the budget charges too). These steps carry none of the profiler's recording cost, so a difference between
 /// two runs computed from them is a difference between the training loops. When every measured step
 /// was recorded (every-step recording), the set is all measured steps and `untraced` is false.
 struct baseline_means {

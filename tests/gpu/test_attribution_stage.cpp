@@ -224,6 +224,60 @@ TEST_CASE("activities for the trace are kept only when asked", "[stage]") {
   CHECK(reports[1].activities[0].step == 1);
 }
 
+TEST_CASE("a schedule's warm-up step claims its own records by its markers, and reports none of them",
+          "[stage][schedule]") {
+  // Step 0: warm-up (records on, markers 1-4), its kernel "warm" ran late on the GPU, while step 1
+  // was already running on the CPU. Step 1: active (markers 5-8), kernel "hot" in its forward.
+  step_activity warm;
+  warm.step = 0;
+  warm.discard_records = true;
+  warm.schedule = schedule_slot{schedule_phase::warmup, 0, false};
+  warm.spans = {timed(span(phase_kind::step, "step", 0, 0, 900), -1, 1, 4),
+                timed(span(phase_kind::forward, "forward", 0, 100, 800), -1, 2, 3)};
+  step_activity hot;
+  hot.step = 1;
+  hot.recorded = true;
+  hot.schedule = schedule_slot{schedule_phase::active, 0, true};
+  hot.spans = {timed(span(phase_kind::step, "step", 1, 1000, 2000), -1, 5, 8),
+               timed(span(phase_kind::forward, "forward", 1, 1100, 1500), -1, 6, 7)};
+  gpu_delivery d;
+  d.steps = {warm, hot};
+  d.markers = {marker(1, 1100, 1110), marker(2, 1120, 1130), marker(3, 1400, 1410), marker(4, 1420, 1430),
+               marker(5, 1500, 1510), marker(6, 1520, 1530), marker(7, 1700, 1710), marker(8, 1720, 1730)};
+  d.records = {kernel("warm", 1300, 1350), kernel("hot", 1600, 1650)};
+  attribution_stage stage;
+  stage.keep_activities(true);
+  const auto reports = stage.add(d);
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[0].schedule.phase == schedule_phase::warmup);
+  CHECK_FALSE(reports[0].kernels_measured);
+  CHECK(reports[0].total.kernel_count == 0);
+  CHECK(reports[0].activities.empty());
+  CHECK(reports[0].unattributed_kernels == 0);
+  CHECK(reports[1].schedule == (schedule_slot{schedule_phase::active, 0, true}));
+  CHECK(reports[1].kernels_measured);
+  CHECK(reports[1].total.kernel_count == 1);  // "warm", inside step 1's CPU window, is not in it
+  REQUIRE(reports[1].activities.size() == 1);
+  CHECK(std::string(reports[1].activities[0].name) == "hot");
+  CHECK(reports[1].unattributed_kernels == 0);
+  CHECK(stage.leftover_records() == 0);
+
+  SECTION("a delivery holding only a warm-up step still runs a round: its records are not left over") {
+    attribution_stage alone;
+    gpu_delivery only_warm;
+    only_warm.steps = {warm};
+    only_warm.markers = {marker(1, 1100, 1110), marker(2, 1120, 1130), marker(3, 1400, 1410), marker(4, 1420, 1430)};
+    only_warm.records = {kernel("warm", 1300, 1350)};
+    int rounds = 0;
+    alone.set_round_tap([&](const attribution_input&, const attribution_output&) { ++rounds; });
+    const auto r = alone.add(only_warm);
+    REQUIRE(r.size() == 1);
+    CHECK(rounds == 1);
+    CHECK(r[0].total.kernel_count == 0);
+    CHECK(alone.leftover_records() == 0);
+  }
+}
+
 TEST_CASE("the attribution worker gives the stage's reports, in order, off the calling thread", "[stage][worker]") {
   // The three deliveries of the leftover case, through the worker: the reports must equal the stage's.
   const std::vector<gpu_delivery> deliveries = {first_delivery(), quiet_delivery(), recorded_delivery()};

@@ -454,6 +454,85 @@ CATCH_TEST_CASE("budgeted kernel records: recorded steps exact, never two in a r
   CATCH_CHECK(r.summary.gpu_status.find("under 5.0% of run time") != std::string::npos);
 }
 
+CATCH_TEST_CASE("scheduled kernel records: windows of consecutive steps, warm-up discarded, one trace each",
+                "[gpu][sampling][schedule]") {
+  mlp_loop loop;
+  loop.step(false);
+  auto o = torch_options();
+  o.cupti_opts.current_stream = o.current_stream;
+  o.cupti_opts.memory = o.memory;
+  o.cupti_opts.schedule = traceml::recording_schedule(/*wait=*/1, /*warmup=*/1, /*active=*/3, /*repeat=*/2);
+  auto src = std::make_unique<traceml::cupti_source>(o.cupti_opts);
+  CATCH_REQUIRE(src->ok());
+  struct seen {
+    std::int32_t cycle = -1;
+    bool complete = false;
+    std::vector<std::int32_t> steps;
+    std::uint64_t counted_activities = 0, foreign_activities = 0;
+    std::size_t trace_bytes = 0;
+  };
+  std::vector<seen> windows;
+  traceml::profiler_options po;
+  po.run_name = "gpu-schedule";
+  po.print_table = false;
+  po.warmup_steps = 0;
+  po.on_trace_ready = [&](const traceml::recording_window& w) {
+    seen s;
+    s.cycle = w.cycle;
+    s.complete = w.complete;
+    s.steps = w.step_numbers();
+    for (const auto& a : w.activities) {
+      const bool mine = std::find(s.steps.begin(), s.steps.end(), a.step) != s.steps.end();
+      s.foreign_activities += !mine;
+      s.counted_activities += mine && a.what == traceml::gpu_activity::type::kernel && std::string(a.phase_name) == "counted";
+    }
+    s.trace_bytes = w.chrome_trace().size();
+    windows.push_back(std::move(s));
+  };
+  traceml::profiler prof(po);
+  prof.set_gpu_source(std::move(src));
+  for (int i = 0; i < 14; ++i) loop.step(false);  // w u a a a | w u a a a | 4 after the end
+  lt::synchronize();
+  // Records went on once per window (warm-up step) and stayed on through its active steps.
+  const auto* cupti = static_cast<const traceml::cupti_source*>(prof.gpu());
+  CATCH_CHECK(cupti->record_switches() == 2);
+  const auto& r = prof.finish();
+  CATCH_REQUIRE(r.steps.size() == 14);
+  std::vector<int> recorded;
+  for (auto& s : r.steps) {
+    CATCH_REQUIRE(s.gpu.has_value());
+    CATCH_CAPTURE(s.step);
+    const auto expected = traceml::recording_schedule(1, 1, 3, 2).at(s.step);
+    CATCH_CHECK(s.gpu->schedule == expected);
+    CATCH_CHECK(s.gpu->total.span_ns > 0);  // CUDA events on every step
+    if (s.gpu->kernels_measured) {
+      recorded.push_back(s.step);
+      CATCH_CHECK(count(*s.gpu, "counted", -1) == 37);
+      CATCH_CHECK(s.gpu->dropped_records == 0);
+      CATCH_CHECK(s.gpu->unattributed_kernels == 0);
+    } else {
+      CATCH_CHECK(s.gpu->total.kernel_count == 0);  // warm-up steps too: their kernels are discarded
+      CATCH_CHECK(s.gpu->total.window_ns == -1);
+    }
+  }
+  CATCH_CHECK(recorded == std::vector<int>{2, 3, 4, 7, 8, 9});
+  CATCH_CHECK(r.summary.recording.recorded_steps == 6);
+  std::printf("scheduled records: steps 2-4 and 7-9; %s\n", r.summary.gpu_status.c_str());
+  CATCH_CHECK(r.summary.gpu_status.find("kernel records on 6 step(s) by schedule(skip_first=0, wait=1, warmup=1, "
+                                        "active=3, repeat=2)") != std::string::npos);
+  CATCH_REQUIRE(windows.size() == 2);
+  for (std::size_t w = 0; w < 2; ++w) {
+    CATCH_CAPTURE(w);
+    const std::int32_t first = w == 0 ? 2 : 7;
+    CATCH_CHECK(windows[w].cycle == static_cast<std::int32_t>(w));
+    CATCH_CHECK(windows[w].complete);
+    CATCH_CHECK(windows[w].steps == std::vector<std::int32_t>{first, first + 1, first + 2});
+    CATCH_CHECK(windows[w].counted_activities == 3 * 37);
+    CATCH_CHECK(windows[w].foreign_activities == 0);
+    CATCH_CHECK(windows[w].trace_bytes > 0);
+  }
+}
+
 CATCH_TEST_CASE("default settings: GPU time of every phase on every step, kernels on the recorded ones",
                 "[gpu][sampling][default]") {
   mlp_loop loop;

@@ -97,3 +97,35 @@ TEST_CASE("at the end of the run every step is complete", "[readiness]") {
   f.final = true;
   CHECK(ready_prefix(steps, f, {}) == 3);
 }
+
+TEST_CASE("sampling, a schedule's window: steps followed by a recorded step complete by their markers, the "
+          "window's last one by the forced flush behind it",
+          "[readiness][schedule]") {
+  // Records stay on from step 0 to step 2 (warm-up and active steps), off from step 3.
+  std::vector<readiness_step> steps = {recorded(10), recorded(20), recorded(30), unrecorded()};
+  readiness_facts f;
+  f.sampling = true;
+  f.flushes_done = 4;
+  std::unordered_set<std::uint64_t> seen = {10, 20};
+  CHECK(ready_prefix(steps, f, seen) == 0);
+  CHECK(steps[0].ready_after_flush == 6);  // its and the next step's end markers arrived
+  CHECK(steps[1].ready_after_flush == 0);  // step 2's end marker has not
+  f.flushes_done = 6;
+  CHECK(ready_prefix(steps, f, seen) == 1);
+  seen.insert(30);
+  f.flushes_done = 10;
+  CHECK(ready_prefix(steps, f, seen) == 1);
+  CHECK(steps[1].ready_after_flush == 12);
+  f.flushes_done = 100;                    // flushes alone: step 2 was followed by records off
+  CHECK(ready_prefix(steps, f, seen) == 2);
+  f.off_flushed_marker = 30;               // switched off behind step 2 and force-flushed
+  CHECK(ready_prefix(steps, f, seen) == 4);
+}
+
+TEST_CASE("sampling: the forced flush behind a window's last step completes the whole window", "[readiness][schedule]") {
+  std::vector<readiness_step> steps = {recorded(10), recorded(20), recorded(30)};
+  readiness_facts f;
+  f.sampling = true;
+  f.off_flushed_marker = 30;  // no marker time arrived yet (markers lost): the flush behind step 2 suffices
+  CHECK(ready_prefix(steps, f, {}) == 3);
+}

@@ -9,6 +9,7 @@
 #include "traceml/config.hpp"
 #include "traceml/gpu/gpu_facts.hpp"
 #include "traceml/gpu/gpu_memory.hpp"
+#include "traceml/gpu/recording_schedule.hpp"
 #include "traceml/record.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -53,6 +54,11 @@ struct step_activity {
   std::int32_t step = -1;
   /// Kernel records were on during this step: attribution may compute kernels, busy and idle.
   bool recorded = false;
+  /// Kernel records were on but its kernels are not reported (a schedule's warm-up step: CUPTI's
+  /// first recorded step carries one-time costs). Attribution still claims its records, so that
+  /// they land in no other step; its report says kernels_measured = false.
+  bool discard_records = false;
+  schedule_slot schedule;          ///< its place in cupti_options::schedule, if any
   std::vector<timed_span> spans;   ///< the step's own span and its phase spans (no micro-batches)
   memory_sample memory;            ///< peaks sampled at its end
   std::uint64_t dropped_records = 0;  ///< activity records lost since the previous delivered step

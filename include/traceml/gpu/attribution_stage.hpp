@@ -6,6 +6,7 @@
 //   * recorded steps (kernel records were on) go through the pure attribution engine
 //     (attribution.hpp) in one round per delivery: kernels, copies, busy, idle and window;
 //   * unrecorded steps get a report with kernels_measured = false, their memory and dropped counts;
+//     so do a schedule's warm-up steps, whose records take part in the round (and are discarded);
 //   * on every step, span_ns of the step and of each phase comes from the CUDA events when the step
 //     was timed with them (the same measurement on recorded and unrecorded steps), else from the
 //     markers attribution found (recorded steps) or -1.
@@ -50,8 +51,9 @@ class attribution_stage {
     records_.insert(records_.end(), d.records.begin(), d.records.end());
     for (const auto& m : d.markers) markers_[m.seq] = m;
     std::unordered_map<std::int32_t, step_gpu_report> attributed;
-    const bool any_recorded =
-        std::any_of(d.steps.begin(), d.steps.end(), [](const step_activity& s) { return s.recorded; });
+    // A warm-up step's records (discarded) still need a round: it claims them, no other step does.
+    const bool any_recorded = std::any_of(d.steps.begin(), d.steps.end(),
+                                          [](const step_activity& s) { return s.recorded || s.discard_records; });
     std::uint64_t orphan_kernels = 0;
     if (!d.steps.empty() && (any_recorded || !records_.empty())) {
       attributed = attribute_round(d.steps, d.final, orphan_kernels);
@@ -69,6 +71,7 @@ class attribution_stage {
         report_once("attribution-missing", "attribution returned no report for a recorded step; it is reported "
                                            "as unrecorded");
       out.push_back(it != attributed.end() ? std::move(it->second) : unrecorded_report(s));
+      out.back().schedule = s.schedule;
       apply_event_spans(s, out.back());
     }
     if (!out.empty()) out.front().unattributed_kernels += orphan_kernels;

@@ -2,7 +2,7 @@
 //
 // Composed of four pieces: the activity reader (cupti_reader.hpp: CUPTI loaded with dlopen,
 // buffers, parsing, clock); boundary markers (boundary_markers.hpp: a tiny memset per boundary of a
-// recorded step, so that attribution knows by stream order which phase launched each kernel); the
+// step with records on, so that attribution knows by stream order which phase launched each kernel); the
 // record switch (record_switch.hpp: which steps are recorded, records on and off around them); the
 // step-readiness rule (step_readiness.hpp, pure: which steps' records are complete). Besides, every
 // step and phase is timed with CUDA events (event_timer.hpp): GPU time per phase on every step.
@@ -29,6 +29,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -46,6 +47,7 @@
 #include "traceml/gpu/gpu_memory.hpp"
 #include "traceml/gpu/gpu_source.hpp"
 #include "traceml/gpu/record_switch.hpp"
+#include "traceml/gpu/recording_schedule.hpp"
 #include "traceml/gpu/step_readiness.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -71,6 +73,12 @@ struct cupti_options {
   /// (measured, docs/attribution.md). 0: every step (CUPTI's full cost), or one in sample_every.
   double overhead_budget = 0.005;
   int sample_every = 1;
+  /// Instead of the budget and sample_every: windows of consecutive recorded steps, as
+  /// torch.profiler.schedule lays them out (recording_schedule.hpp). Warm-up steps run with records
+  /// on and their kernels are discarded; each finished window reaches
+  /// profiler_options::on_trace_ready. Warm-up and active steps pay CUPTI's full per-launch cost,
+  /// whatever the budget says.
+  std::optional<recording_schedule> schedule;
   const char* library = nullptr;  ///< CUPTI library path; default: the one found at build time
   stream_provider current_stream; ///< see cuda_stream.hpp
   memory_sampler memory;          ///< called at each step end
@@ -89,7 +97,7 @@ class cupti_source : public gpu_source {
  public:
   explicit cupti_source(cupti_options o = {})
       : opt_(std::move(o)), markers_(opt_.markers), reader_(markers_),
-        switch_(opt_.overhead_budget, opt_.sample_every, reader_) {
+        switch_(opt_.overhead_budget, opt_.sample_every, opt_.schedule, reader_) {
     start();
   }
   ~cupti_source() override { stop(); }
@@ -112,7 +120,9 @@ class cupti_source : public gpu_source {
     if (kind == phase_kind::microbatch || !running_) return;
     if (kind == phase_kind::step) switch_.begin_step(step);
     const cudaStream_t s = detail::stream_of(opt_.current_stream);
-    // Unrecorded steps get no markers: an entry with marker 0 keeps begins and ends paired.
+    // Steps without records get no markers: an entry with marker 0 keeps begins and ends paired.
+    // A schedule's warm-up steps do get them, so that their kernels are claimed exactly by them
+    // (and discarded) rather than spilling by time into the first active step.
     const open_scope o{switch_.current() ? markers_.enqueue(s) : 0, s, events_ ? events_->record(s) : nullptr};
     if (!scopes_.begin(o) && events_) events_->release(o.event);  // not kept: this scope stays unmeasured
   }
@@ -141,7 +151,8 @@ class cupti_source : public gpu_source {
     if (!running_) return;
     pending_step p;
     p.step = step;
-    p.recorded = switch_.current();  // still this step's decision
+    p.recorded = switch_.current();  // still this step's decision: records on (readiness waits for them)
+    p.slot = switch_.current_slot();
     if (opt_.memory) p.memory = opt_.memory();
     {
       std::lock_guard<std::mutex> lock(hook_mu_);
@@ -233,6 +244,7 @@ class cupti_source : public gpu_source {
   struct pending_step : readiness_step {
     std::int32_t step = -1;
     memory_sample memory;
+    schedule_slot slot;  // a schedule's warm-up step: records on, kernels discarded
     std::vector<marked_span> spans;
     std::vector<event_pair> events;  // parallel to spans, until read
     std::vector<std::int64_t> event_ns;  // parallel to spans, once read (-1: untimed)
@@ -249,7 +261,9 @@ class cupti_source : public gpu_source {
   static step_activity deliver(pending_step& p) {  // state_mu_ held; events read
     step_activity a;
     a.step = p.step;
-    a.recorded = p.recorded;
+    a.recorded = p.recorded && p.slot.phase != schedule_phase::warmup;
+    a.discard_records = p.recorded && p.slot.phase == schedule_phase::warmup;
+    a.schedule = p.slot;
     a.memory = p.memory;
     for (std::size_t i = 0; i < p.spans.size(); ++i)
       a.spans.push_back(timed_span{p.spans[i], i < p.event_ns.size() ? p.event_ns[i] : -1});

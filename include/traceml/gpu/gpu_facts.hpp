@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "traceml/config.hpp"
+#include "traceml/gpu/recording_schedule.hpp"
 #include "traceml/phase_kind.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -115,6 +116,10 @@ struct step_gpu_report {
   /// measured. False on unrecorded steps and with CUDA-event timing alone, whose reports carry only
   /// span_ns.
   bool kernels_measured = false;
+  /// Its place in a recording schedule (cupti_options::schedule): an active step belongs to the
+  /// window of `schedule.cycle`; a warm-up step ran with kernel records on (CUPTI's cost) but
+  /// reports none, so it is neither a recorded nor a baseline step. Unscheduled without a schedule.
+  schedule_slot schedule;
   gpu_facts total;                        ///< the whole step window
   std::vector<phase_gpu_facts> phases;    ///< one entry per (phase, micro-batch)
   std::int64_t peak_allocated_bytes = -1; ///< -1: unknown

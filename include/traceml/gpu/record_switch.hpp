@@ -1,10 +1,15 @@
 // traceml: the record switch -- which steps CUPTI records, and switching its records on and off.
 //
 // CUPTI's per-launch cost is paid only on recorded steps: between them every activity kind is off
-// and no marker is enqueued, so the other steps run as if untraced. Which steps: within an overhead
-// budget (recording_budget.hpp), or one in `sample_every`, or all of them (no switching at all).
-// On: at a recorded step's begin, on the training thread. Off: once the GPU ran the recorded step,
-// by the CUPTI source's worker, followed by a forced flush (switch_off_after_step says why).
+// and no marker is enqueued, so the other steps run as if untraced. Which steps, decided in one
+// place (decide()): by a schedule's windows (recording_schedule.hpp), else within an overhead budget
+// (recording_budget.hpp), else one in `sample_every`, else all of them (no switching at all).
+// On: at a recorded step's begin, on the training thread. Off: once the GPU ran the last step of a
+// run of recorded steps, by the CUPTI source's worker, followed by a forced flush
+// (switch_off_after_step says why). The budget and one in N never record two steps in a row; a
+// schedule does (its warm-up and active steps), and records then stay on from the window's first
+// warm-up step to its last active step: switching off and on between them would cost a flush and an
+// enable per step and could cut a step's first records.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -13,21 +18,27 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "traceml/clock.hpp"
 #include "traceml/config.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
 #include "traceml/gpu/cupti_reader.hpp"
 #include "traceml/gpu/recording_budget.hpp"
+#include "traceml/gpu/recording_schedule.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
 class record_switch {
  public:
-  /// `overhead_budget` > 0: the budget decides; else one step in `sample_every` (1: every step).
-  record_switch(double overhead_budget, int sample_every, cupti_reader& reader)
-      : budget_share_(overhead_budget), sample_every_(sample_every), budget_(overhead_budget), reader_(reader) {}
+  /// A `schedule` decides when given; else `overhead_budget` > 0: the budget; else one step in
+  /// `sample_every` (1: every step).
+  record_switch(double overhead_budget, int sample_every, std::optional<recording_schedule> schedule,
+                cupti_reader& reader)
+      : schedule_(std::move(schedule)), budget_share_(schedule_ ? 0.0 : overhead_budget),
+        sample_every_(sample_every), budget_(budget_share_), reader_(reader) {}
   ~record_switch() {
     if (off_event_) cudaEventDestroy(off_event_);
     cudaGetLastError();
@@ -35,8 +46,8 @@ class record_switch {
   record_switch(const record_switch&) = delete;
   record_switch& operator=(const record_switch&) = delete;
 
-  /// Records switched per step (budget or 1 in N), not on for the whole run.
-  bool sampling() const noexcept { return budget_share_ > 0 || sample_every_ > 1; }
+  /// Records switched per step (schedule, budget or 1 in N), not on for the whole run.
+  bool sampling() const noexcept { return schedule_ || budget_share_ > 0 || sample_every_ > 1; }
 
   /// After the reader started (every kind enabled once): with sampling, records go off until the
   /// first recorded step, and the event that times switch-offs is created.
@@ -49,25 +60,34 @@ class record_switch {
     }
   }
 
-  /// Training thread, at a step's begin: records this step? If so, records are on from here.
+  /// Training thread, at a step's begin: records on during this step (a recorded step, or a
+  /// schedule's warm-up step)? If so, records are on from here.
   bool begin_step(std::int32_t step) noexcept {
-    bool traced = true;
+    schedule_slot slot;
+    bool on = true;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      traced = budget_share_ > 0 ? budget_.should_record()
-                                 : sample_every_ <= 1 || (step >= 0 && step % sample_every_ == 0);
+      on = decide(step, slot);
+      slot_ = slot;
+      step_ = step;
     }
-    if (traced) set_records_on();
-    current_.store(traced, std::memory_order_relaxed);
-    return traced;
+    if (on) set_records_on();
+    current_.store(on, std::memory_order_relaxed);
+    return on;
   }
-  /// The current (or just ended) step's decision.
+  /// Whether records are on in the current (or just ended) step: it gets boundary markers. Hot
+  /// (every scope boundary): one relaxed load.
   bool current() const noexcept { return current_.load(std::memory_order_relaxed); }
+  /// The current (or just ended) step's place in the schedule (phase unscheduled without one).
+  schedule_slot current_slot() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return slot_;
+  }
 
   /// Training thread, at a step's end: `end_marker` is the step's end marker, enqueued on `stream`.
   void end_step(cudaStream_t stream, std::uint64_t end_marker, std::int64_t duration_ns) noexcept {
     const bool traced = current();
-    if (traced) switch_off_after_step(stream, end_marker);
+    if (traced && !next_records_on()) switch_off_after_step(stream, end_marker);
     if (budget_share_ <= 0) return;
     std::lock_guard<std::mutex> lock(mu_);
     budget_.step_done(duration_ns, traced);
@@ -99,6 +119,11 @@ class record_switch {
 
   /// "kernel records on 3 step(s) chosen to keep their cost under 0.5% ...", for status().
   std::string describe() const {
+    if (schedule_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return "kernel records on " + std::to_string(scheduled_) + " step(s) by " + schedule_->describe() +
+             ", warm-up steps' records discarded";
+    }
     if (budget_share_ > 0) {
       std::lock_guard<std::mutex> lock(mu_);
       char buf[200];
@@ -118,6 +143,28 @@ class record_switch {
   std::int64_t switch_ns() const noexcept { return switch_ns_.load(); }
 
  private:
+  /// The one decision point: records on for `step`? `slot` says where it sits in the schedule.
+  /// mu_ held (the budget's state).
+  bool decide(std::int32_t step, schedule_slot& slot) noexcept {
+    if (schedule_) {
+      slot = schedule_->at(step);
+      scheduled_ += slot.phase == schedule_phase::active;
+      return slot.records_on();
+    }
+    slot = schedule_slot{};
+    if (budget_share_ > 0) return budget_.should_record();
+    return sample_every_ <= 1 || (step >= 0 && step % sample_every_ == 0);
+  }
+
+  /// Training thread, at a step's end: will the next step record too? Only a schedule knows ahead
+  /// (the budget decides at each begin, and never records two steps in a row); then records stay
+  /// on and the switch-off waits for the end of the run of recorded steps.
+  bool next_records_on() const noexcept {
+    if (!schedule_) return false;  // no lock taken at the step ends of a budget or 1-in-N run
+    std::lock_guard<std::mutex> lock(mu_);
+    return schedule_->at(static_cast<std::int64_t>(step_) + 1).records_on();
+  }
+
   /// Sampling: every activity kind on or off together. Any enabled kind costs per launch (measured:
   /// with only MEMSET records left on, unsampled steps still paid about half of CUPTI's cost), so
   /// none stays on between recorded steps. On: training thread, at a recorded step's begin.
@@ -154,10 +201,14 @@ class record_switch {
     off_pending_ = false;
   }
 
+  const std::optional<recording_schedule> schedule_;  // decides when set (budget_share_ is then 0)
   const double budget_share_;
   const int sample_every_;
   mutable std::mutex mu_;          // guards everything below but the atomics (a leaf but for reader calls)
   recording_budget budget_;
+  schedule_slot slot_;             // the current step's place in the schedule
+  std::int32_t step_ = -1;         // the current step's number
+  std::uint64_t scheduled_ = 0;    // active steps so far (schedule only)
   bool records_on_ = false;
   bool off_pending_ = false;       // records go off once off_event_ completed
   std::uint64_t off_marker_ = 0;   // the recorded step's end marker behind which off_event_ waits

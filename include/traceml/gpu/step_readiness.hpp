@@ -7,9 +7,11 @@
 //     completed (or it has none):
 //   * it was not recorded: there are no records to wait for;
 //   * sampling (records switched on only for recorded steps): records were switched off behind its
-//     end marker and force-flushed (record_switch.hpp);
-//   * every step recorded: its end marker and the next step's end marker have arrived (one step of
-//     slack for records of other streams) and a whole flush ran after that moment;
+//     end marker, or behind a later step's, and force-flushed (record_switch.hpp);
+//   * every step recorded, or sampling with the next step recorded too (a schedule's window: records
+//     stay on between them, as with every step recorded): its end marker and the next step's end
+//     marker have arrived (one step of slack for records of other streams) and a whole flush ran
+//     after that moment;
 //   * or it lags: at least `max_lag_steps` later steps ended and two flushes ran since it ended
 //     (fast steps must not outrun the flush period; markers may be off).
 // Steps complete in order: the first incomplete step holds back every later one.
@@ -49,9 +51,10 @@ inline bool step_ready(readiness_step& s, const readiness_step* next, std::size_
   if (f.final) return true;
   if (!s.events_done) return false;
   if (!s.recorded) return true;
-  if (f.sampling) {
-    if (s.end_marker && f.off_flushed_marker >= s.end_marker) return true;
-  } else if (next && s.end_marker) {
+  if (f.sampling && s.end_marker && f.off_flushed_marker >= s.end_marker) return true;
+  // Under sampling a successor without records means records went off behind this step: only the
+  // forced flush above can tell that they all arrived.
+  if (next && s.end_marker && (!f.sampling || next->recorded)) {
     const bool next_seen = !next->recorded || (next->end_marker && seen.count(next->end_marker));
     if (!s.ready_after_flush && seen.count(s.end_marker) && next_seen)
       s.ready_after_flush = f.flushes_done + 2;  // a whole flush begun after this moment

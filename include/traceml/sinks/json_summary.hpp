@@ -82,6 +82,10 @@ inline void write_kernel_summary(json_writer& w, const kernel_summary& k) {
 
 inline void write_step_gpu(json_writer& w, const step_gpu_report& g) {
   w.key("gpu").begin_object().member("kernels_measured", g.kernels_measured);
+  if (g.schedule.phase != schedule_phase::unscheduled) {  // which window a step fed, or why it recorded nothing
+    w.key("schedule").begin_object().member("phase", to_string(g.schedule.phase));
+    w.member("cycle", g.schedule.cycle).end_object();
+  }
   write_gpu_facts(w, g.total, g.kernels_measured);
   w.member("peak_allocated_bytes", g.peak_allocated_bytes).member("peak_reserved_bytes", g.peak_reserved_bytes);
   w.member("unattributed_kernels", g.unattributed_kernels).member("dropped_records", g.dropped_records);
