@@ -258,7 +258,7 @@ TEST_CASE("the live view's thread redraws on its own and stops cleanly", "[live]
   CHECK(term.writes.back().find("traceml live") == std::string::npos);  // the last write erases
 }
 
-TEST_CASE("TRACEML_LIVE=1 turns the live view on; the profiler owns it", "[live][profiler]") {
+TEST_CASE("TRACEML_LIVE=1 or the option turns the live view on, and the profiler owns it", "[live][profiler]") {
   unsetenv("TRACEML_LIVE");
   CHECK_FALSE(live_view_requested(false));
   CHECK(live_view_requested(true));
