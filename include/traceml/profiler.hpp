@@ -12,7 +12,8 @@
 //
 // Cost: nothing on the hot path beyond the scopes themselves; at each step end, one drain of the
 // per-thread rings and the step's statistics (microseconds), plus one flushed JSONL line; with a
-// GPU source, its collect() and, when a recorded step completed, one attribution round.
+// GPU source, its collect() and, when a recorded step completed, one attribution round; with the
+// live view, one publish (sinks/live_view.hpp: a lock and a few stores).
 #pragma once
 #include <cstdio>
 #include <deque>
@@ -284,7 +285,7 @@ class profiler : public recording_callback, private recorder_observer {
   std::unique_ptr<gpu_source> gpu_;
   attribution_worker attribution_;        // raw GPU activity -> reports, on its own thread
   std::unique_ptr<detail::output_file> jsonl_;
-  std::unique_ptr<live_view> live_;       // drawn on its own thread; steps published as they complete
+  std::unique_ptr<live_view> live_;       // its own thread draws; publish() under mu_ takes only the view's lock
   std::vector<span_record> pending_;      // records of steps not yet closed
   std::deque<std::pair<std::int32_t, std::vector<span_record>>> trace_spans_;  // per step, until it is emitted
   run_accumulator acc_;                   // the run's statistics, step by step (bounded memory)
