@@ -37,7 +37,9 @@ list_outputs() {
   if [ -n "$html" ]; then
     local opener=xdg-open shown
     [ "$(uname -s)" = Darwin ] && opener=open
-    shown=$(realpath --relative-to="$PWD" "$html" 2>/dev/null || echo "$html")
+    # Relative to where the demo was started from when the report lies below it, else absolute.
+    shown=$html
+    [[ "$html" == "$PWD"/* ]] && shown=${html#"$PWD"/}
     echo "Open the HTML report in a browser: $opener $shown"
   fi
 }
