@@ -58,7 +58,10 @@ struct experiment_options {
   bool traces = true;
 };
 
-/// The progress line: schedule, step, step time, ETA. Overwrites itself on a terminal.
+/// Progress where stderr is not a terminal (a log file, a pipe, CI): one line per tenth of the steps
+/// and one for the last, so that a log shows the run advancing without a line per step. On a
+/// terminal the profiler's live view (traceml/sinks/live_view.hpp) takes its place and rewrites
+/// itself instead.
 class progress_line : public traceml::callback {
  public:
   progress_line(std::string name, std::int64_t steps) : name_(std::move(name)), steps_(steps) {}
@@ -68,17 +71,19 @@ class progress_line : public traceml::callback {
     const double step_ms = std::chrono::duration<double, std::milli>(now - last_).count();
     last_ = now;
     ++done_;
+    const std::int64_t tenth = steps_ > 0 ? done_ * 10 / steps_ : 0;
+    if (tenth == printed_tenth_ && done_ != steps_) return;
+    printed_tenth_ = tenth;
     const double elapsed = std::chrono::duration<double>(now - start_).count();
-    const double eta = done_ ? elapsed / static_cast<double>(done_) * static_cast<double>(steps_ - done_) : 0;
-    std::fprintf(stderr, "\r[%s] step %lld/%lld  %8.1f ms  ETA %5.0f s   ", name_.c_str(), static_cast<long long>(done_),
+    const double eta = elapsed / static_cast<double>(done_) * static_cast<double>(steps_ - done_);
+    std::fprintf(stderr, "[%s] step %lld/%lld  %.1f ms  ETA %.0f s\n", name_.c_str(), static_cast<long long>(done_),
                  static_cast<long long>(steps_), step_ms, eta);
-    if (done_ == steps_) std::fputc('\n', stderr);
   }
 
  private:
   using clock = std::chrono::steady_clock;
   std::string name_;
-  std::int64_t steps_, done_ = 0;
+  std::int64_t steps_, done_ = 0, printed_tenth_ = 0;
   clock::time_point start_, last_;
 };
 
@@ -241,6 +246,8 @@ int main(int argc, char** argv) {
           po.tokens_per_step = static_cast<double>(effective * o.seq_len);
           po.samples_per_step = static_cast<double>(effective);
           po.print_table = false;
+          po.live = traceml::stderr_is_terminal();  // the live view replaces the progress line there
+          po.expected_steps = static_cast<std::size_t>(o.steps);
           po.jsonl_path = o.out + "/accumulation_steps_" + sched.name() + ".jsonl";
           if (o.traces && rep == 0) po.trace_path = o.out + "/trace_" + sched.name() + ".json";
           po.config = {{"schedule", sched.name()},
@@ -258,7 +265,7 @@ int main(int argc, char** argv) {
           progress_line progress(name, o.steps);
           traceml::callback_list callbacks;
           callbacks.add(prof);
-          callbacks.add(progress);
+          if (!po.live) callbacks.add(progress);
           qwen3::train_options t;
           t.sched = sched;
           t.steps = o.steps;

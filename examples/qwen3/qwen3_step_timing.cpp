@@ -3,11 +3,13 @@
 //
 //   qwen3_step_timing [--preset qwen3-1.7b] [--schedules 4x1,1x4] [--steps 10] [--warmup 3]
 //                     [--seq-len 512] [--dtype bfloat16|float32] [--checkpointing] [--device cuda]
-//                     [--expand-kv] [--fp32-adapters]
+//                     [--expand-kv] [--fp32-adapters]            (--help says what each one does)
 //
 // Each schedule gets a fresh model (same seed), `warmup` untimed steps, then `steps` timed ones;
 // every timed step ends with a loss read, a CPU-GPU sync point, so its wall time includes all of its
 // GPU work. Prints the median step time per schedule.
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,34 +30,52 @@ struct step_clock : traceml::callback {
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
 };
-int usage() {
-  std::cerr << "usage: qwen3_step_timing [--preset NAME] [--schedules 4x1,1x4] [--steps N] [--warmup N]"
-               " [--seq-len N] [--dtype bfloat16|float32] [--checkpointing] [--device cuda|cpu] [--expand-kv]"
-               " [--fp32-adapters]\n";
-  return 2;
-}
+
+/// --schedules: a list parse_schedules() accepts; its own words say what is wrong otherwise.
+const CLI::Validator schedule_list(
+    [](std::string& list) {
+      try {
+        qwen3::parse_schedules(list);
+        return std::string();
+      } catch (const std::exception& e) {
+        return std::string(e.what());
+      }
+    },
+    "MxA,...", "schedule list");
+
+/// --device: what torch::Device accepts (cpu, cuda, cuda:N).
+const CLI::Validator torch_device(
+    [](std::string& name) {
+      try {
+        (void)torch::Device(name);
+        return std::string();
+      } catch (const std::exception&) {
+        return "'" + name + "' is not a device (expected cpu, cuda or cuda:N)";
+      }
+    },
+    "cpu|cuda|cuda:N", "device");
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string preset = "qwen3-1.7b", schedules = "4x1,1x4", device_name = torch::cuda::is_available() ? "cuda" : "cpu";
   std::int64_t steps = 10, warmup = 3, seq = 512;
-  torch::Dtype dtype = torch::kBFloat16;
+  std::string dtype_name = "bfloat16";
   bool checkpointing = false, expand_kv = false, fp32_adapters = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--preset") preset = next();
-    else if (a == "--schedules") schedules = next();
-    else if (a == "--steps") steps = std::stoll(next());
-    else if (a == "--warmup") warmup = std::stoll(next());
-    else if (a == "--seq-len") seq = std::stoll(next());
-    else if (a == "--dtype") dtype = next() == "float32" ? torch::kFloat32 : torch::kBFloat16;
-    else if (a == "--checkpointing") checkpointing = true;
-    else if (a == "--device") device_name = next();
-    else if (a == "--expand-kv") expand_kv = true;          // copies of key/value heads instead of enable_gqa
-    else if (a == "--fp32-adapters") fp32_adapters = true;  // peft's default adapter dtype
-    else return usage();
-  }
+  CLI::App app{"Bare median step time of the Qwen3 LoRA trainer per schedule, without the profiler "
+               "(the profiled experiment is qwen3_accumulation)."};
+  app.add_option("--preset", preset, "model preset")->check(CLI::IsMember(qwen3::preset_names()))->capture_default_str();
+  app.add_option("--schedules", schedules, "comma-separated MxA schedules (micro-batch x accumulation)")
+      ->check(schedule_list)->capture_default_str();
+  app.add_option("--steps", steps, "timed optimizer steps per schedule")->check(CLI::Range(1, 1000000))->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed steps before them")->check(CLI::Range(0, 1000000))->capture_default_str();
+  app.add_option("--seq-len", seq, "tokens per example")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--dtype", dtype_name, "bfloat16 | float32")->check(CLI::IsMember({"bfloat16", "float32"}))->capture_default_str();
+  app.add_flag("--checkpointing", checkpointing, "recompute each decoder layer in backward");
+  app.add_option("--device", device_name, "cpu | cuda | cuda:N (default: cuda when available)")->check(torch_device);
+  app.add_flag("--expand-kv", expand_kv, "copy key/value heads for attention instead of sharing them (enable_gqa)");
+  app.add_flag("--fp32-adapters", fp32_adapters, "LoRA adapters in float32 (peft's default adapter dtype)");
+  CLI11_PARSE(app, argc, argv);
+  const torch::Dtype dtype = dtype_name == "float32" ? torch::kFloat32 : torch::kBFloat16;
   try {
     const auto cfg = qwen3::preset(preset);
     const torch::Device device(device_name);

@@ -12,7 +12,8 @@
 //
 // Cost: nothing on the hot path beyond the scopes themselves; at each step end, one drain of the
 // per-thread rings and the step's statistics (microseconds), plus one flushed JSONL line; with a
-// GPU source, its collect() and, when a recorded step completed, one attribution round.
+// GPU source, its collect() and, when a recorded step completed, one attribution round; with the
+// live view, one publish (sinks/live_view.hpp: a lock and a few stores).
 #pragma once
 #include <cstdio>
 #include <deque>
@@ -33,6 +34,7 @@
 #include "traceml/gpu/gpu_source.hpp"
 #include "traceml/sinks/html_report.hpp"
 #include "traceml/sinks/json_summary.hpp"
+#include "traceml/sinks/live_view.hpp"
 #include "traceml/phase.hpp"
 #include "traceml/recording_window.hpp"
 #include "traceml/sinks/report_table.hpp"
@@ -52,6 +54,8 @@ struct profiler_options {
   std::string trace_path;         ///< Chrome/Perfetto trace, written by finish()
   std::string html_path;          ///< self-contained HTML report with charts, written by finish()
   bool print_table = true;        ///< print the terminal table at finish()
+  bool live = false;              ///< live view on a terminal while the run goes on (also TRACEML_LIVE=1; sinks/live_view.hpp)
+  std::size_t expected_steps = 0; ///< steps the run will take, for the live view's "of N" and ETA; 0 = not known
   /// Steps kept in memory for result().steps and the JSON summary's "steps" (the JSONL has every
   /// step anyway). A longer run drops them once it passes this count, so that the profiler's memory
   /// does not grow with the run; statistics stream either way (summary.hpp).
@@ -109,6 +113,12 @@ class profiler : public recording_callback, private recorder_observer {
     R.next_step.store(0, std::memory_order_relaxed);
     detail::drain_all([](const span_record&) {});
     if (!options_.jsonl_path.empty()) jsonl_ = std::make_unique<detail::output_file>(options_.jsonl_path, "step JSONL", "w");
+    if (live_view_requested(options_.live)) {
+      live_view_options lv;
+      lv.run_name = options_.run_name;
+      lv.expected_steps = options_.expected_steps;
+      live_ = std::make_unique<live_view>(std::move(lv));
+    }
   }
 
   ~profiler() override {
@@ -167,6 +177,7 @@ class profiler : public recording_callback, private recorder_observer {
       result_.summary.gpu_status = gpu_->status();
     }
     while (!waiting_.empty()) emit_front();
+    live_.reset();  // joins its thread and erases its lines before the table is printed
     if (options_.on_trace_ready) {
       windows_.finish(windows_ready_);
       if (!windows_.windows())
@@ -307,6 +318,7 @@ class profiler : public recording_callback, private recorder_observer {
         trace_.add(st.step, std::move(spans), std::move(activities), st.gpu && st.gpu->kernels_measured, memory);
     }
     if (st.gpu) st.gpu->activities.clear();
+    if (live_) live_->publish(st);
     acc_.add(st);
     if (result_.steps.size() < options_.keep_steps && acc_.steps() == result_.steps.size() + 1) {
       result_.steps.push_back(std::move(st));
@@ -321,6 +333,7 @@ class profiler : public recording_callback, private recorder_observer {
   std::unique_ptr<gpu_source> gpu_;
   attribution_worker attribution_;        // raw GPU activity -> reports, on its own thread
   std::unique_ptr<detail::output_file> jsonl_;
+  std::unique_ptr<live_view> live_;       // its own thread draws; publish() under mu_ takes only the view's lock
   std::vector<span_record> pending_;      // records of steps not yet closed
   std::deque<std::pair<std::int32_t, std::vector<span_record>>> trace_spans_;  // per step, until it is emitted
   run_accumulator acc_;                   // the run's statistics, step by step (bounded memory)
