@@ -19,6 +19,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -146,11 +147,12 @@ inline config preset(const std::string& name) {
 namespace detail {
 
 /// Typed reads of one JSON object of config.json; every error names the file and the field
-/// ("config.json: rope_scaling.rope_type must be a string, got 5"). Absent and null read as absent.
+/// ("config.json: rope_scaling.rope_type has the wrong type: a string is needed, got 5").
+/// Absent and null read as absent.
 class json_fields {
  public:
-  json_fields(const nlohmann::json& j, const std::string& origin, std::string prefix = "")
-      : j_(j), origin_(origin), prefix_(std::move(prefix)) {}
+  json_fields(const nlohmann::json& j, std::string origin, std::string prefix = "")
+      : j_(j), origin_(std::move(origin)), prefix_(std::move(prefix)) {}
 
   const nlohmann::json* find(const char* key) const {
     if (!j_.is_object()) return nullptr;
@@ -214,8 +216,8 @@ class json_fields {
     return s;
   }
 
-  const nlohmann::json& j_;
-  const std::string& origin_;
+  const nlohmann::json& j_;  // the caller's object, which outlives these reads
+  std::string origin_;
   std::string prefix_;
 };
 

@@ -7,7 +7,7 @@
 // Opening a directory with std::ifstream succeeds on Linux and seeking to its end reports
 // 9223372036854775807 bytes, so "is it a file of N bytes" is asked of stat(), never of a seek.
 // POSIX stat() rather than std::filesystem: a test binary linked against the LibTorch 2.x wheel and
-// built with GCC 13 crashed inside std::filesystem (see tests/qwen3/helpers.hpp).
+// built with GCC 13 crashed inside std::filesystem (the tests avoid it for the same reason).
 #pragma once
 #include <cerrno>
 #include <cstdint>
