@@ -12,7 +12,9 @@
 // Token file format: a flat sequence of little-endian uint32 token ids, no header. It is cut into
 // consecutive examples of exactly seq_len tokens (a trailing remainder shorter than seq_len is not
 // used); example i is chunk i modulo the number of chunks. Every id must be < vocab_size: the file is
-// checked once when opened, and the first offending id is reported with its position.
+// checked once when opened, and the first offending id is reported with its position. A missing,
+// unreadable or empty path, a directory, or a size that is not a multiple of 4 is one error line
+// naming the path.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -24,6 +26,7 @@
 
 #include <torch/torch.h>
 
+#include "input_file.hpp"
 #include "schedule.hpp"
 
 namespace qwen3 {
@@ -102,18 +105,23 @@ class token_file : public token_source {
   token_file(const std::string& path, std::int64_t vocab_size, std::int64_t seq_len)
       : vocab_(vocab_size), seq_(seq_len) {
     if (seq_len <= 0) throw std::invalid_argument("token_file: seq_len must be positive");
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) throw std::runtime_error(path + ": cannot open token file");
-    const auto bytes = static_cast<std::uint64_t>(in.tellg());
+    // Each failure is one line naming the path; the size comes from stat(), not from a seek, which
+    // on a directory "succeeds" with 2^63 - 1 bytes.
+    const auto probe = probe_input_file(path);
+    if (!probe.problem.empty())
+      throw std::runtime_error(path + ": " + probe.problem + " (expected a token file: little-endian uint32 ids)");
+    const std::uint64_t bytes = probe.size;
+    if (bytes == 0) throw std::runtime_error(path + ": token file is empty (0 bytes, no token ids)");
     if (bytes % 4 != 0)
       throw std::runtime_error(path + ": " + std::to_string(bytes) +
                                " bytes is not a whole number of uint32 token ids (truncated or not a token file?)");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error(path + ": cannot open token file");
     const auto n = bytes / 4;
     if (n < static_cast<std::uint64_t>(seq_len))
       throw std::runtime_error(path + ": " + std::to_string(n) + " tokens, fewer than one example of " +
                                std::to_string(seq_len));
     std::vector<unsigned char> raw(bytes);
-    in.seekg(0);
     in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(bytes));
     if (!in) throw std::runtime_error(path + ": read failed");
     ids_.resize(n);

@@ -189,6 +189,7 @@ int main(int argc, char** argv) {
     if (o.preset.empty()) o.preset = cuda ? "qwen3-1.7b" : "tiny";
     const auto dtype = o.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
     const auto cfg = o.model_dir.empty() ? qwen3::preset(o.preset) : qwen3::load_config(o.model_dir);
+    qwen3::check_run_fits(cfg, schedules, o.seq_len, dtype, device, o.checkpointing);  // before any allocation
     std::unique_ptr<qwen3::token_source> data;
     if (o.data_file.empty()) data = std::make_unique<qwen3::synthetic_tokens>(cfg.vocab_size, o.seq_len, o.seed);
     else data = std::make_unique<qwen3::token_file>(o.data_file, cfg.vocab_size, o.seq_len);

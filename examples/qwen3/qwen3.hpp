@@ -15,6 +15,7 @@
 #include "cuda_graph.hpp"
 #include "data.hpp"
 #include "lora.hpp"
+#include "memory_estimate.hpp"
 #include "model.hpp"
 #include "optimizer.hpp"
 #include "safetensors.hpp"

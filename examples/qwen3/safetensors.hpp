@@ -11,7 +11,8 @@
 //    "__metadata__": {"key": "value"}}
 // then the data section; offsets are relative to its start, little-endian, row-major.
 // Every header field is checked before any data is read, and errors name the file and the tensor:
-// a truncated or corrupt file is rejected, never read past its end.
+// a truncated or corrupt file is rejected, never read past its end. Element counts and byte spans
+// are overflow-checked (a [2^32, 2^32] shape must not wrap to 0 elements and pass with no data).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -26,6 +27,9 @@
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
+
+#include "checked.hpp"
+#include "input_file.hpp"
 
 namespace qwen3 {
 namespace safetensors {
@@ -77,13 +81,19 @@ struct entry {
 /// or hostile file, not a header.
 inline constexpr std::uint64_t max_header_bytes = 100u * 1024u * 1024u;
 
+/// Element limit of one tensor, 2^48 (a 2^48-element tensor needs 256 TiB at 1 byte): a larger
+/// count is a corrupt or hostile header.
+inline constexpr std::uint64_t max_elements = std::uint64_t{1} << 48;
+
 /// One .safetensors file: the header is parsed and validated on construction; load() reads one tensor.
 class reader {
  public:
   explicit reader(std::string path) : path_(std::move(path)) {
-    std::ifstream in(path_, std::ios::binary | std::ios::ate);
+    const auto probe = probe_input_file(path_);
+    if (!probe.problem.empty()) throw format_error(path_ + ": " + probe.problem);
+    std::ifstream in(path_, std::ios::binary);
     if (!in) throw format_error(path_ + ": cannot open");
-    file_size_ = static_cast<std::uint64_t>(in.tellg());
+    file_size_ = probe.size;
     if (file_size_ < 8)
       throw format_error(path_ + ": " + std::to_string(file_size_) + " bytes, too short for the 8-byte header length");
     in.seekg(0);
@@ -157,13 +167,21 @@ class reader {
       const auto dt = to_torch_dtype(e.dtype, where);
       if (!v["shape"].is_array()) throw format_error(where + ": shape is not an array");
       std::uint64_t numel = 1;
+      std::string shape_text;  // for messages, cut short: a hostile header may list thousands of dimensions
+      for (const auto& d : v["shape"]) shape_text += (shape_text.empty() ? "" : ", ") + d.dump();
+      if (shape_text.size() > 200) shape_text = shape_text.substr(0, 197) + "...";
       for (const auto& d : v["shape"]) {
-        if (!d.is_number_unsigned()) throw format_error(where + ": shape has a non-integer or negative dimension");
+        if (d.is_number_integer() && !d.is_number_unsigned())
+          throw format_error(where + ": shape [" + shape_text + "] has a negative dimension");
+        if (!d.is_number_unsigned())
+          throw format_error(where + ": shape [" + shape_text + "] has a non-integer dimension");
         const auto dim = d.get<std::uint64_t>();
-        if (dim > (std::uint64_t{1} << 48)) throw format_error(where + ": implausible dimension " + std::to_string(dim));
+        if (dim > max_elements) throw format_error(where + ": implausible dimension " + std::to_string(dim));
+        const auto n = checked_mul(numel, dim);
+        if (!n || *n > max_elements)
+          throw format_error(where + ": shape [" + shape_text + "] has more than 2^48 elements (corrupt header?)");
         e.shape.push_back(static_cast<std::int64_t>(dim));
-        numel *= dim;
-        if (numel > (std::uint64_t{1} << 48)) throw format_error(where + ": implausible element count");
+        numel = *n;
       }
       const auto& off = v["data_offsets"];
       if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
@@ -171,7 +189,9 @@ class reader {
       e.begin = off[0].get<std::uint64_t>();
       e.end = off[1].get<std::uint64_t>();
       if (e.begin > e.end) throw format_error(where + ": data_offsets begin after they end");
-      const std::uint64_t expect = numel * static_cast<std::uint64_t>(c10::elementSize(dt));
+      const auto expect_bytes = checked_mul(numel, static_cast<std::uint64_t>(c10::elementSize(dt)));
+      if (!expect_bytes) throw format_error(where + ": byte size of shape [" + shape_text + "] overflows");
+      const std::uint64_t expect = *expect_bytes;
       if (e.end - e.begin != expect)
         throw format_error(where + ": shape and dtype " + e.dtype + " need " + std::to_string(expect) +
                            " bytes but data_offsets span " + std::to_string(e.end - e.begin));

@@ -4,14 +4,24 @@
 //   list[0].micro_batch == 1; list[0].accumulation == 4; list[0].name() == "1x4"
 //
 // No LibTorch here: the experiment's command line can use it before anything heavy is loaded.
+// Limits: M and A are each at most 9 digits, and M x A at most max_examples_per_step; products
+// with the sequence length are formed by tokens_per_step(), overflow-checked.
 #pragma once
 #include <cctype>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "checked.hpp"
+
 namespace qwen3 {
+
+/// The largest effective batch M x A accepted: 2^20 = 1,048,576 examples per optimizer step, far
+/// beyond the batches this experiment compares (a few to a few thousand), so anything above is a
+/// typing error; the bound also leaves M x A x seq_len inside 64 bits for any real sequence length.
+inline constexpr std::int64_t max_examples_per_step = std::int64_t{1} << 20;
 
 struct schedule {
   std::int64_t micro_batch = 1;   ///< examples per forward/backward
@@ -56,7 +66,24 @@ inline schedule parse_schedule(const std::string& text) {
   schedule s;
   s.micro_batch = detail::parse_count(item.substr(0, x), item, "micro-batch size");
   s.accumulation = detail::parse_count(item.substr(x + 1), item, "accumulation count");
+  const auto examples = checked_mul(s.micro_batch, s.accumulation);
+  if (!examples || *examples > max_examples_per_step)
+    throw std::invalid_argument("schedule '" + item + "': micro-batch x accumulation is " +
+                                (examples ? std::to_string(*examples) : std::string("beyond 64 bits")) +
+                                " examples per optimizer step; the limit is " +
+                                std::to_string(max_examples_per_step) + " (2^20)");
   return s;
+}
+
+/// Tokens of one optimizer step, M x A x seq_len, overflow-checked (std::invalid_argument naming
+/// the schedule and the length).
+inline std::int64_t tokens_per_step(const schedule& s, std::int64_t seq_len) {
+  const auto examples = checked_mul(s.micro_batch, s.accumulation);
+  const auto tokens = examples ? checked_mul(*examples, seq_len) : std::nullopt;
+  if (!tokens)
+    throw std::invalid_argument("schedule " + s.name() + " at sequence length " + std::to_string(seq_len) +
+                                ": micro-batch x accumulation x sequence length overflows a 64-bit integer");
+  return *tokens;
 }
 
 /// Parses a comma-separated list. Every schedule must have the same effective batch M*A: the

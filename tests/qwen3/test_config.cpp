@@ -2,6 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <functional>
+#include <limits>
+#include <vector>
 
 #include "helpers.hpp"
 
@@ -108,4 +111,96 @@ TEST_CASE("config.json round trip and rejection", "[qwen3][config]") {
     CHECK_THROWS_WITH(qwen3::load_config(dir.str()), Catch::Contains("not valid JSON"));
     CHECK_THROWS_WITH(qwen3::load_config(dir.file("nowhere")), Catch::Contains("cannot open"));
   }
+}
+
+TEST_CASE("config.json values of the wrong kind or size are errors naming the file and the field",
+          "[qwen3][config][validation]") {
+  const std::string origin = "snap/config.json";
+  const auto tiny = qwen3::to_json(qwen3::preset("tiny"));
+  // Each row: one edit of the tiny config, and what the error must say besides the file name.
+  struct row {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+    std::vector<std::string> says;
+  };
+  const std::uint64_t two32 = std::uint64_t{1} << 32;
+  const std::vector<row> rows{
+      // Without head_dim the count of heads divides hidden_size: 0 heads used to trap (SIGFPE).
+      {"0 heads, no head_dim", [](auto& j) { j.erase("head_dim"); j["num_attention_heads"] = 0; },
+       {"num_attention_heads must be positive, got 0"}},
+      {"0.5 heads, no head_dim", [](auto& j) { j.erase("head_dim"); j["num_attention_heads"] = 0.5; },
+       {"num_attention_heads must be a whole number, got 0.5"}},
+      {"fractional hidden_size", [](auto& j) { j["hidden_size"] = 64.7; },
+       {"hidden_size must be a whole number, got 64.7", "not truncated"}},
+      // A whole float is rejected too (the choice documented in config.hpp).
+      {"hidden_size 64.0", [](auto& j) { j["hidden_size"] = 64.0; }, {"hidden_size must be a whole number, got 64.0"}},
+      {"boolean layers", [](auto& j) { j["num_hidden_layers"] = true; },
+       {"num_hidden_layers has the wrong type", "got true"}},
+      {"negative vocab", [](auto& j) { j["vocab_size"] = -5; }, {"vocab_size must be positive, got -5"}},
+      // 2^32 everywhere: q_dim() = 2^64 overflowed, then the model asked for ~20 GB.
+      {"2^32 heads and head_dim", [&](auto& j) {
+         j["num_attention_heads"] = two32; j["num_key_value_heads"] = two32; j["head_dim"] = two32; },
+       {"num_attention_heads is 4294967296, above the limit of 2147483647"}},
+      {"2^64 - 1 layers", [](auto& j) { j["num_hidden_layers"] = std::numeric_limits<std::uint64_t>::max(); },
+       {"num_hidden_layers is 18446744073709551615, above the limit"}},
+      {"max_position_embeddings 0", [](auto& j) { j["max_position_embeddings"] = 0; },
+       {"max_position_embeddings must be positive, got 0"}},
+      // Sizes within the per-field limit whose products do not fit 64 bits.
+      {"hidden x intermediate overflows", [](auto& j) {
+         j["hidden_size"] = 2147483647; j["intermediate_size"] = 2147483647; },
+       {"3 x hidden_size x intermediate_size overflows"}},
+      {"layers x per-layer overflows", [](auto& j) {
+         j["hidden_size"] = 1 << 20; j["intermediate_size"] = 1 << 20; j["num_hidden_layers"] = 2147483647; },
+       {"num_hidden_layers x per-layer parameters overflows"}},
+      // A wrong type inside rope_scaling used to escape as a bare nlohmann type_error.
+      {"rope_scaling.rope_type a number", [](auto& j) { j["rope_scaling"] = {{"rope_type", 5}}; },
+       {"rope_scaling.rope_type has the wrong type", "got 5"}},
+      {"rope_scaling.type a list", [](auto& j) { j["rope_scaling"] = {{"type", {1, 2}}}; },
+       {"rope_scaling.type has the wrong type"}},
+      {"rope_parameters.rope_theta a string", [](auto& j) {
+         j.erase("rope_theta"); j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", "big"}}; },
+       {"rope_parameters.rope_theta has the wrong type", "\"big\""}},
+      {"rope_theta a string", [](auto& j) { j["rope_theta"] = "1e6"; }, {"rope_theta has the wrong type"}},
+      {"rms_norm_eps an object", [](auto& j) { j["rms_norm_eps"] = {{"v", 1}}; }, {"rms_norm_eps has the wrong type"}},
+      {"tie_word_embeddings a string", [](auto& j) { j["tie_word_embeddings"] = "yes"; },
+       {"tie_word_embeddings has the wrong type"}},
+      {"attention_bias a number", [](auto& j) { j["attention_bias"] = 1; }, {"attention_bias has the wrong type"}},
+      {"model_type a number", [](auto& j) { j["model_type"] = 3; }, {"model_type has the wrong type"}},
+      {"hidden_act a list", [](auto& j) { j["hidden_act"] = nlohmann::json::array({"silu"}); }, {"hidden_act has the wrong type"}},
+  };
+  for (const auto& r : rows) {
+    INFO(r.what);
+    auto j = tiny;
+    r.edit(j);
+    CHECK_THROWS_AS(qwen3::config_from_json(j, origin), std::invalid_argument);
+    for (const auto& text : r.says)
+      CHECK_THROWS_WITH(qwen3::config_from_json(j, origin), Catch::Contains(origin) && Catch::Contains(text));
+  }
+}
+
+TEST_CASE("config sizes and their products are checked without JSON", "[qwen3][config][validation]") {
+  auto c = qwen3::preset("tiny");
+  SECTION("q_dim and kv_dim report overflow instead of wrapping") {
+    c.num_heads = c.num_kv_heads = c.head_dim = std::int64_t{1} << 32;
+    CHECK_THROWS_AS(c.q_dim(), std::invalid_argument);
+    CHECK_THROWS_WITH(c.q_dim(), Catch::Contains("num_attention_heads x head_dim overflows"));
+    CHECK_THROWS_WITH(c.kv_dim(), Catch::Contains("num_key_value_heads x head_dim overflows"));
+    CHECK_THROWS_WITH(c.validate(), Catch::Contains("num_attention_heads is 4294967296, above the limit"));
+  }
+  SECTION("a billion layers is a valid shape (the memory estimate rejects it, not the config)") {
+    c.num_layers = 1000000000;
+    CHECK_NOTHROW(c.validate());
+    // 49,328 parameters per tiny layer (see test_memory_estimate.cpp), embedding 256 x 64, final norm 64.
+    CHECK(c.parameter_count() == std::int64_t{1000000000} * 49328 + 256 * 64 + 64);
+  }
+}
+
+TEST_CASE("load_config names the file it could not read", "[qwen3][config][validation]") {
+  temp_dir dir("config-files");
+  CHECK_THROWS_AS(qwen3::load_config(dir.str()), std::runtime_error);
+  CHECK_THROWS_WITH(qwen3::load_config(dir.str()),
+                    Catch::Contains(dir.file("config.json")) && Catch::Contains("No such file"));
+  std::ofstream(dir.file("config.json")) << "[1, 2]";
+  CHECK_THROWS_AS(qwen3::load_config(dir.str()), std::invalid_argument);
+  CHECK_THROWS_WITH(qwen3::load_config(dir.str()), Catch::Contains("config.json: not a JSON object"));
 }

@@ -72,6 +72,48 @@ TEST_CASE("token files: little-endian uint32, cut into examples", "[qwen3][data]
   }
 }
 
+TEST_CASE("token file paths that are not token files: one line naming the path", "[qwen3][data][validation]") {
+  temp_dir dir("tokens-bad");
+  auto message = [](const std::string& path) {
+    try {
+      qwen3::token_file(path, 1000, 4);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(nothing thrown)");
+  };
+  SECTION("a directory") {
+    // A seek to the end of a directory reported 9223372036854775807 bytes.
+    const auto m = message(dir.str());
+    CHECK(m == dir.str() + ": is a directory, not a file (expected a token file: little-endian uint32 ids)");
+    CHECK(m.find('\n') == std::string::npos);
+  }
+  SECTION("an empty file") {
+    std::ofstream(dir.file("empty.u32"));
+    CHECK(message(dir.file("empty.u32")) == dir.file("empty.u32") + ": token file is empty (0 bytes, no token ids)");
+  }
+  SECTION("a size that is not a multiple of 4") {
+    std::ofstream(dir.file("odd.u32"), std::ios::binary).write("\x01\x02\x03\x04\x05\x06", 6);
+    CHECK(message(dir.file("odd.u32")) ==
+          dir.file("odd.u32") + ": 6 bytes is not a whole number of uint32 token ids (truncated or not a token file?)");
+  }
+  SECTION("a missing file") {
+    CHECK(message(dir.file("missing.u32")) == dir.file("missing.u32") +
+                                                  ": cannot open: No such file or directory (expected a token file: "
+                                                  "little-endian uint32 ids)");
+  }
+  SECTION("an unreadable file") {
+    const auto path = dir.file("locked.u32");
+    qwen3::token_file::write(path, {1, 2, 3, 4});
+    REQUIRE(::chmod(path.c_str(), 0) == 0);
+    if (std::ifstream(path)) {
+      WARN("permissions are not enforced for this user (root?): the unreadable-file case is not checked here");
+    } else {
+      CHECK_THAT(message(path), Catch::StartsWith(path + ": cannot open for reading: Permission denied"));
+    }
+  }
+}
+
 TEST_CASE("synthetic ids are pinned (benchmarks/reference_hf.py generates the same)", "[qwen3][data]") {
   // Values from the Python implementation of the same rule, so both trainers see the same tokens.
   qwen3::synthetic_tokens a(1000, 8, 42), b(151936, 4, 1234);

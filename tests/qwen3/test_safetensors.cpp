@@ -110,6 +110,39 @@ TEST_CASE("corrupt safetensors files are rejected with a reason", "[qwen3][safet
     CHECK_THROWS_WITH(st::reader(path), Catch::Contains("overlap"));
   }
   SECTION("missing file") { CHECK_THROWS_WITH(st::reader(dir.file("none")), Catch::Contains("cannot open")); }
+  SECTION("a directory is not a file") {
+    CHECK_THROWS_AS(st::reader(dir.str()), st::format_error);
+    CHECK_THROWS_WITH(st::reader(dir.str()), Catch::Contains(dir.str()) && Catch::Contains("is a directory"));
+  }
+}
+
+TEST_CASE("safetensors element counts and byte spans cannot overflow", "[qwen3][safetensors][validation]") {
+  temp_dir dir("st-overflow");
+  const auto path = dir.file("big.safetensors");
+  SECTION("[2^32, 2^32] with no data: the element count used to wrap to 0 and pass") {
+    write_header(path, R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0);
+    CHECK_THROWS_AS(st::reader(path), st::format_error);
+    CHECK_THROWS_WITH(st::reader(path), Catch::Contains(path) && Catch::Contains("tensor 'w'") &&
+                                            Catch::Contains("shape [4294967296, 4294967296]") &&
+                                            Catch::Contains("more than 2^48 elements"));
+  }
+  SECTION("three dimensions of 2^24: each plausible, the product not") {
+    write_header(path, R"({"w":{"dtype":"U8","shape":[16777216,16777216,16777216],"data_offsets":[0,0]}})", 0);
+    CHECK_THROWS_WITH(st::reader(path), Catch::Contains("more than 2^48 elements"));
+  }
+  SECTION("one dimension above 2^48") {
+    write_header(path, R"({"w":{"dtype":"U8","shape":[0,281474976710657],"data_offsets":[0,0]}})", 0);
+    CHECK_THROWS_WITH(st::reader(path), Catch::Contains("implausible dimension 281474976710657"));
+  }
+  SECTION("a zero dimension is a valid empty tensor") {
+    write_header(path, R"({"w":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]}})", 0);
+    CHECK(st::reader(path).load("w").sizes() == torch::IntArrayRef({0, 4}));
+  }
+  SECTION("offsets near 2^64, far beyond the file") {
+    write_header(path,
+                 R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[18446744073709551599,18446744073709551615]}})", 16);
+    CHECK_THROWS_WITH(st::reader(path), Catch::Contains("data ends at byte 18446744073709551615 of a 16-byte data section"));
+  }
 }
 
 TEST_CASE("a model saved as a Hugging Face snapshot loads back identically", "[qwen3][safetensors][weights]") {
