@@ -17,6 +17,7 @@
 #pragma once
 #include "traceml/config.hpp"
 #if TRACEML_ENABLED
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -71,7 +72,10 @@ inline void start_session() noexcept {
   try {
     const char* out = std::getenv("TRACEML_OUT");
     if (!out || !*out) {
-      report_once("nothing-collected", notice_session_idle);
+      // Printed, not a diagnostic: a program (or a test) that never attaches a profiler must not
+      // find a message it did not cause among its diagnostics, nor an allocation on its first step.
+      activation().notice.store(notice_session_idle, std::memory_order_release);
+      std::fprintf(stderr, "traceml: %s\n", notice_session_idle);
       return;
     }
     std::error_code ec;

@@ -138,3 +138,16 @@ TEST_CASE("A build without the session says how to get it, once") {
   CHECK(traceml::diagnostic_messages().empty());  // said by the recorder, not the session
   traceml_test::drain();
 }
+
+TEST_CASE("With the session and without TRACEML_OUT, the notice is printed, not a diagnostic") {
+  traceml_test::reset_recorder();
+  unsetenv("TRACEML_OUT");
+  auto& a = traceml::detail::activation();
+  REQUIRE(a.starter.load() != nullptr);  // this test program links traceml::traceml
+  a.decided.store(false);
+  a.notice.store(nullptr);
+  { TRACEML_STEP(); }
+  CHECK(a.notice.load() == traceml::detail::notice_session_idle);
+  CHECK(traceml::diagnostic_messages().empty());  // tests that count diagnostics see only their own
+  traceml_test::drain();
+}
