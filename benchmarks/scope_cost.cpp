@@ -36,7 +36,10 @@ constexpr std::int64_t drain_every = 8192;  // half a ring: never full, pauses r
 
 void drain_rings() {
 #if TRACEML_ENABLED
-  traceml::detail::drain_all([](const traceml::span_record& r) { benchmark::DoNotOptimize(r.end_ns); });
+  traceml::detail::drain_all([](const traceml::span_record& r) {
+    auto end = r.end_ns;  // a non-const lvalue: the const-ref DoNotOptimize is deprecated
+    benchmark::DoNotOptimize(end);
+  });
 #endif
 }
 
@@ -195,7 +198,8 @@ class pairing_gpu_source : public fake_gpu_source {
     std::uint64_t b = 0;
     if (!pairing_.end(b)) return;
     pairing_.closed(r, std::make_pair(b, ++seq_));
-    benchmark::DoNotOptimize(pairing_.take(r));
+    auto taken = pairing_.take(r);
+    benchmark::DoNotOptimize(taken);
   }
 
  private:
@@ -239,6 +243,16 @@ namespace {
 // Prints as the console reporter does, keeps each benchmark's CPU time per iteration (the median
 // aggregate when repetitions are asked for, the mean when only that is there, else the one run),
 // and ends with the budget lines.
+// Google Benchmark 1.8 replaced Run::error_occurred with Run::skipped: whichever this version has.
+template <class R>
+auto run_failed(const R& r, int) -> decltype(static_cast<bool>(r.error_occurred)) {
+  return static_cast<bool>(r.error_occurred);
+}
+template <class R>
+auto run_failed(const R& r, long) -> decltype(static_cast<bool>(r.skipped)) {
+  return static_cast<bool>(r.skipped);
+}
+
 class budget_reporter : public benchmark::ConsoleReporter {
  public:
   using benchmark::ConsoleReporter::ConsoleReporter;
@@ -246,7 +260,7 @@ class budget_reporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     benchmark::ConsoleReporter::ReportRuns(runs);
     for (const auto& r : runs) {
-      if (r.error_occurred) continue;
+      if (run_failed(r, 0)) continue;
       const int rank = r.run_type == Run::RT_Iteration ? 1 : r.aggregate_name == "mean" ? 2 : r.aggregate_name == "median" ? 3 : 0;
       if (rank == 0) continue;
       auto& slot = ns_[r.run_name.function_name];
