@@ -9,6 +9,8 @@
 //   cupti@B    profiler + CUPTI records on the steps an overhead budget of B percent allows (the
 //              default of make_best_gpu_source is cupti@0.5); its blocks are --budget-block steps long,
 //              since the budget is kept over a run, not over a few steps
+//   M+pm       events or a cupti mode with hardware-counter sampling added (pm_sampling_source.hpp):
+//              its cost, and for cupti+pm the agreement of counter busy with kernel-record busy
 //   M+V        a mode with a part switched off, to locate a cost: +nomemory (no memory sampler),
 //              and for CUPTI +nomarkers (no boundary markers), +noclock (CUPTI's own clock, mapped),
 //              +noflush (no periodic flush), +nomemcpy, +noevents (no CUDA-event phase timing)
@@ -31,6 +33,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -43,6 +46,7 @@
 #include <traceml/clock.hpp>
 #include <traceml/gpu/cuda_events_source.hpp>
 #include <traceml/gpu/cupti_source.hpp>
+#include <traceml/gpu/pm_sampling_source.hpp>
 #include <traceml/profiler.hpp>
 #include <traceml/stats.hpp>
 #include <traceml/torch_adapter.hpp>
@@ -114,6 +118,7 @@ struct mode {
   bool events = false, profiler = false;
   double budget = 0;     // cupti@B: overhead budget (share)
   bool memory = true;    // +nomemory
+  bool pm = false;       // +pm: hardware counters sampled besides
   traceml::cupti_options cupti;  // variants: +nomarkers +noclock +noflush +nomemcpy +noevents
 };
 
@@ -129,13 +134,17 @@ mode parse_mode(std::string s) {
       m.memory = false;
       continue;
     }
+    if (v == "pm") {
+      m.pm = true;
+      continue;
+    }
     if (v == "nomarkers") m.cupti.markers = false;
     else if (v == "noclock") m.cupti.timestamp_callback = false;
     else if (v == "noflush") m.cupti.flush_period_ms = 0;
     else if (v == "nomemcpy") m.cupti.memcpy = false;
     else if (v == "noevents") m.cupti.phase_events = false;
     else throw std::invalid_argument("unknown variant '+" + v +
-                                     "' (nomemory, nomarkers, noclock, noflush, nomemcpy, noevents)");
+                                     "' (pm, nomemory, nomarkers, noclock, noflush, nomemcpy, noevents)");
     if (s.rfind("cupti", 0) != 0) throw std::invalid_argument("variants apply to cupti modes only: " + m.name);
   }
   if (s == "off") return m;
@@ -171,7 +180,26 @@ struct mode_result {
   std::uint64_t kernels = 0, attributed = 0, dropped = 0, gpu_steps = 0, switches = 0;
   std::int64_t switch_ns = 0;
   std::string status, unavailable;
+  // +pm: steps whose phases carry counter facts; per phase name, summed over recorded steps with
+  // both: kernel-record busy and window, counter busy and covered time (the agreement check).
+  std::uint64_t counter_steps = 0;
+  std::map<std::string, std::array<double, 4>> agreement;
+  traceml::pm_sampler_stats pm_stats;
+  std::int64_t pm_wall_ns = 0;
 };
+
+/// The source, with hardware-counter sampling around it for +pm modes (`pm` then points at it);
+/// a sampler that cannot start makes the mode unavailable, with CUPTI's reason.
+std::unique_ptr<traceml::gpu_source> with_counters(const mode& md, std::unique_ptr<traceml::gpu_source> src,
+                                                   mode_result& out, traceml::pm_sampling_source*& pm) {
+  if (!md.pm) return src;
+  traceml::pm_sampling_options o;
+  o.current_stream = traceml::libtorch::current_stream_provider();
+  auto wrapped = std::make_unique<traceml::pm_sampling_source>(std::move(src), o);
+  if (!wrapped->sampling()) out.unavailable = wrapped->why();
+  pm = wrapped.get();
+  return wrapped;
+}
 
 }  // namespace
 
@@ -266,6 +294,8 @@ int main(int argc, char** argv) {
           callbacks.add(clock);
           std::unique_ptr<traceml::profiler> prof;
           traceml::cupti_source* cupti = nullptr;
+          traceml::pm_sampling_source* pm = nullptr;
+          const std::int64_t block_t0 = traceml::now_ns();
           if (md.profiler) {
             traceml::profiler_options po;
             po.run_name = md.name;
@@ -279,7 +309,7 @@ int main(int argc, char** argv) {
               if (!md.memory) eo.memory = nullptr;
               auto src = cuda ? std::make_unique<traceml::cuda_events_source>(eo) : nullptr;
               if (!src || !src->ok()) out.unavailable = src ? src->status() : "no CUDA device";
-              else prof->set_gpu_source(std::move(src));
+              else prof->set_gpu_source(with_counters(md, std::move(src), out, pm));
             } else if (md.sample_every > 0) {
               traceml::cupti_options co = md.cupti;
               co.sample_every = md.sample_every;
@@ -292,7 +322,7 @@ int main(int argc, char** argv) {
                 out.unavailable = src ? src->why() : "no CUDA device";
               } else {
                 cupti = src.get();
-                prof->set_gpu_source(std::move(src));
+                prof->set_gpu_source(with_counters(md, std::move(src), out, pm));
               }
             }
             if (!out.unavailable.empty()) continue;
@@ -300,6 +330,14 @@ int main(int argc, char** argv) {
           }
           callbacks.add(after);
           run_block(md.budget > 0 ? budget_block : block, callbacks);
+          if (pm) {
+            const auto st = pm->sampler_stats();
+            out.pm_stats.samples += st.samples;
+            out.pm_stats.overflows += st.overflows;
+            out.pm_stats.decode_cpu_ns += st.decode_cpu_ns;
+            out.pm_stats.mean_interval_ns = st.mean_interval_ns;
+            out.pm_wall_ns += traceml::now_ns() - block_t0;
+          }
           if (cupti) {
             out.switches += cupti->record_switches();
             out.switch_ns += cupti->record_switch_ns();
@@ -322,6 +360,16 @@ int main(int argc, char** argv) {
             for (const auto& s : result.steps) {
               ++out.steps;
               if (s.gpu && s.gpu->total.span_ns >= 0) ++out.timed_steps;
+              if (s.gpu && s.gpu->total.counters.measured()) ++out.counter_steps;
+              if (s.gpu && s.gpu->kernels_measured && s.gpu->total.counters.measured())
+                for (const auto& p : s.gpu->phases) {
+                  if (p.facts.window_ns <= 0 || !p.facts.counters.measured()) continue;
+                  auto& a = out.agreement[p.name];
+                  a[0] += static_cast<double>(p.facts.busy_ns);
+                  a[1] += static_cast<double>(p.facts.window_ns);
+                  a[2] += p.facts.counters.busy_ns;
+                  a[3] += static_cast<double>(p.facts.counters.covered_ns);
+                }
               if (!s.gpu || !s.gpu->kernels_measured) continue;
               ++out.recorded_steps;
               recorded.insert(s.step);
@@ -382,6 +430,19 @@ int main(int argc, char** argv) {
                       m.gpu_steps ? static_cast<double>(m.kernels) / static_cast<double>(m.gpu_steps) : 0.0,
                       m.kernels ? 100.0 * static_cast<double>(m.attributed) / static_cast<double>(m.kernels) : 0.0,
                       static_cast<unsigned long long>(m.dropped));
+        if (md.pm) {
+          std::printf("  %-9s   hardware counters on %llu of %llu steps; %llu samples, %.0f per s of run, mean interval "
+                      "%.2f us, decoder %.2f%% of one core, %llu overflows\n",
+                      "", static_cast<unsigned long long>(m.counter_steps), static_cast<unsigned long long>(m.steps),
+                      static_cast<unsigned long long>(m.pm_stats.samples),
+                      m.pm_wall_ns ? static_cast<double>(m.pm_stats.samples) / (static_cast<double>(m.pm_wall_ns) / 1e9) : 0.0,
+                      m.pm_stats.mean_interval_ns / 1e3,
+                      m.pm_wall_ns ? 100.0 * static_cast<double>(m.pm_stats.decode_cpu_ns) / static_cast<double>(m.pm_wall_ns) : 0.0,
+                      static_cast<unsigned long long>(m.pm_stats.overflows));
+          for (const auto& [phase, a] : m.agreement)
+            std::printf("  %-9s   %-12s busy from kernel records %6.2f%%, from counters %6.2f%% (%+.2f points)\n", "",
+                        phase.c_str(), 100.0 * a[0] / a[1], 100.0 * a[2] / a[3], 100.0 * (a[2] / a[3] - a[0] / a[1]));
+        }
         if (!m.status.empty()) std::printf("  %-9s   status: %s\n", "", m.status.c_str());
       }
       std::fflush(stdout);

@@ -65,7 +65,7 @@ struct lagging_source : gpu_source {
       for (const auto& s : ended[i]) {
         if (s.kind == phase_kind::microbatch) continue;
         a.step = s.step;
-        a.spans.push_back(timed_span{marked_span{s, 0, 0}, -1});
+        a.spans.push_back(timed_span{marked_span{s, 0, 0}, -1, -1, {}});
         if (s.kind != phase_kind::forward) continue;
         gpu_record k;  // no markers: placed by CPU time, in the forward phase it started in
         k.begin_ns = s.begin_ns + 1000;

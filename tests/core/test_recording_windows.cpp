@@ -77,7 +77,7 @@ struct scheduled_source : gpu_source {
       for (const auto& s : ended[i]) {
         if (s.kind == phase_kind::microbatch) continue;
         a.step = s.step;
-        a.spans.push_back(timed_span{marked_span{s, 0, 0}, -1});
+        a.spans.push_back(timed_span{marked_span{s, 0, 0}, -1, -1, {}});
       }
       a.schedule = schedule.at(a.step);
       a.recorded = a.schedule.phase == schedule_phase::active;

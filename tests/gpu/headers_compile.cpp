@@ -4,6 +4,7 @@
 #include <string>
 
 #include "traceml/gpu/cupti_source.hpp"
+#include "traceml/gpu/pm_sampling_source.hpp"
 
 #include "expect.hpp"
 
@@ -34,6 +35,23 @@ int main() {
     EXPECT(!t.ok());
     EXPECT(t.record(nullptr) == nullptr);
     EXPECT(traceml::diagnostic_messages().size() == 1);  // the sources said nothing more
+    // Hardware counters: unavailable with the same why, said once; the inner source is untouched.
+    traceml::pm_sampler ps;
+    EXPECT(!ps.start());
+    EXPECT(ps.why() == "hardware counters (CUPTI PM sampling) unavailable: " + why);
+    EXPECT(!ps.running());
+    EXPECT(ps.take().empty());
+    traceml::pm_sampling_source pm(std::make_unique<traceml::cuda_events_source>());
+    EXPECT(!pm.sampling());
+    EXPECT(std::string(pm.name()) == "cuda-events+pm");
+    EXPECT(pm.status() == "GPU timing off: " + why + "; " + ps.why());
+    EXPECT(!pm.wants_scope_hooks());
+    EXPECT(pm.collect(true).steps.empty());
+    const auto after = traceml::diagnostic_messages();
+    EXPECT(after.size() == 2);
+    EXPECT(after.back() == ps.why() + "; running without hardware counters");
+    traceml::gpu_clock clock(4);
+    EXPECT(clock.stamp(nullptr) == -1);
     std::printf("no CUDA device: sources degrade as documented\n");
     return 0;
   }

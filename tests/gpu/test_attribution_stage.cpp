@@ -31,7 +31,7 @@ span_record span(phase_kind k, const char* name, std::int32_t step, std::int64_t
 
 timed_span timed(const span_record& s, std::int64_t event_ns, std::uint64_t begin_marker = 0,
                  std::uint64_t end_marker = 0) {
-  return timed_span{marked_span{s, begin_marker, end_marker}, event_ns};
+  return timed_span{marked_span{s, begin_marker, end_marker}, event_ns, -1, {}};
 }
 
 gpu_record kernel(const char* name, std::int64_t b, std::int64_t e) { return traceml_test::kernel_record(name, b, e, stream); }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "traceml/gpu/cupti_source.hpp"
+#include "traceml/gpu/pm_sampler.hpp"
 #include "traceml/traceml.hpp"
 
 using namespace traceml;
@@ -56,6 +57,23 @@ TEST_CASE("the device check names the missing piece", "[gpu-status]") {
           std::string("no CUDA device (") + cudaGetErrorString(cudaErrorInitializationError) + ")");
   }
 }
+
+#if TRACEML_HAS_PM_SAMPLING
+TEST_CASE("a failed PM-sampling call names the cause and the fix", "[gpu-status][pm]") {
+  using detail::describe_pm_failure;
+  const std::string priv = describe_pm_failure("cuptiPmSamplingEnable", CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, "x");
+  CHECK(contains(priv, "cuptiPmSamplingEnable failed (x)"));
+  CHECK(contains(priv, "restricted to admin users"));
+  CHECK(contains(priv, "NVreg_RestrictProfilingToAdminUsers=0"));
+  CHECK(contains(describe_pm_failure("cuptiPmSamplingEnable", CUPTI_ERROR_INVALID_OPERATION, "x"), "taken by another tool"));
+  CHECK(contains(describe_pm_failure("cuptiProfilerInitialize", CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, "x"),
+                 "Nsight"));
+  CHECK(contains(describe_pm_failure("cuptiPmSamplingSetConfig", CUPTI_ERROR_NOT_SUPPORTED, "x"), "does not support"));
+  CHECK(contains(describe_pm_failure("cuptiPmSamplingEnable", CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED, "x"), "no MIG"));
+  CHECK(describe_pm_failure("cuptiPmSamplingStart", CUPTI_ERROR_UNKNOWN, "unknown") ==
+        "cuptiPmSamplingStart failed (unknown)");
+}
+#endif
 
 TEST_CASE("without an NVIDIA driver every output says 'no NVIDIA driver'", "[gpu-status][no-driver]") {
   if (driver_version() > 0) {

@@ -9,6 +9,7 @@
 #include "traceml/config.hpp"
 #include "traceml/gpu/gpu_facts.hpp"
 #include "traceml/gpu/gpu_memory.hpp"
+#include "traceml/gpu/pm_samples.hpp"
 #include "traceml/gpu/recording_schedule.hpp"
 #include "traceml/record.hpp"
 
@@ -47,6 +48,11 @@ struct marked_span {
 struct timed_span {
   marked_span marked;
   std::int64_t event_ns = -1;  ///< GPU time between the span's two events; -1: not timed
+  /// GPU time from the step's begin event to this span's begin event; -1: not timed. With the
+  /// step's GPU clock (step_activity::gpu_clock_ns) it places the span on the GPU's clock.
+  std::int64_t event_offset_ns = -1;
+  /// What hardware-counter samples say about the span's GPU window (pm_sampling_source.hpp).
+  counter_facts counters;
 };
 
 /// One finished step as a source saw it: nothing computed yet.
@@ -61,6 +67,8 @@ struct step_activity {
   schedule_slot schedule;          ///< its place in cupti_options::schedule, if any
   std::vector<timed_span> spans;   ///< the step's own span and its phase spans (no micro-batches)
   memory_sample memory;            ///< peaks sampled at its end
+  /// The GPU's clock (%globaltimer, ns) when the step's stream reached its begin event; -1: unknown.
+  std::int64_t gpu_clock_ns = -1;
   std::uint64_t dropped_records = 0;  ///< activity records lost since the previous delivered step
 };
 

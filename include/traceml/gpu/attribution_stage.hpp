@@ -22,6 +22,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <string_view>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -178,6 +179,7 @@ class attribution_stage {
   /// Where the step was timed with CUDA events, span_ns of the step and of every phase are the
   /// events' (summed over a phase's scopes in the step; -1 when none of them was timed).
   static void apply_event_spans(const step_activity& s, step_gpu_report& rep) {
+    apply_counters(s, rep);
     const bool timed = std::any_of(s.spans.begin(), s.spans.end(), [](const timed_span& t) { return t.event_ns >= 0; });
     if (!timed) return;
     std::unordered_map<phase_key, std::int64_t, phase_key_hash> phase_ns;
@@ -195,6 +197,22 @@ class attribution_stage {
     for (auto& p : rep.phases) {
       auto it = phase_ns.find(phase_key{p.kind, p.name, p.microbatch});
       p.facts.span_ns = it == phase_ns.end() ? -1 : it->second;
+    }
+  }
+
+  /// Hardware-counter facts of the step and of each phase (summed over a phase's scopes).
+  static void apply_counters(const step_activity& s, step_gpu_report& rep) {
+    for (const auto& ts : s.spans) {
+      if (!ts.counters.measured()) continue;
+      const span_record& sp = ts.marked.span;
+      if (sp.kind == phase_kind::microbatch) continue;
+      if (sp.kind == phase_kind::step) {
+        rep.total.counters += ts.counters;
+        continue;
+      }
+      for (auto& p : rep.phases)
+        if (p.kind == sp.kind && p.microbatch == sp.microbatch && std::string_view(p.name) == sp.name)
+          p.facts.counters += ts.counters;
     }
   }
 

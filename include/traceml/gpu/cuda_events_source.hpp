@@ -143,8 +143,10 @@ class cuda_events_source : public gpu_source {
       step_activity a;
       a.step = p.step;
       a.memory = p.memory;
+      std::vector<std::int64_t> ns, offsets;
+      timer_->read_step(p.events, step_index(p.spans), ns, offsets);
       for (std::size_t i = 0; i < p.spans.size(); ++i)
-        a.spans.push_back(timed_span{marked_span{p.spans[i], 0, 0}, timer_->take_elapsed(p.events[i])});
+        a.spans.push_back(timed_span{marked_span{p.spans[i], 0, 0}, ns[i], offsets[i], {}});
       d.steps.push_back(std::move(a));
       pending_.pop_front();
     }
@@ -161,6 +163,12 @@ class cuda_events_source : public gpu_source {
     cudaEvent_t begin = nullptr;
     cudaStream_t stream = nullptr;
   };
+  static std::size_t step_index(const std::vector<span_record>& spans) {
+    for (std::size_t i = 0; i < spans.size(); ++i)
+      if (spans[i].kind == phase_kind::step) return i;
+    return spans.size();
+  }
+
   struct pending_step {
     std::int32_t step = -1;
     memory_sample memory;

@@ -248,12 +248,17 @@ class cupti_source : public gpu_source {
     std::vector<marked_span> spans;
     std::vector<event_pair> events;  // parallel to spans, until read
     std::vector<std::int64_t> event_ns;  // parallel to spans, once read (-1: untimed)
+    std::vector<std::int64_t> event_offset_ns;  // parallel: from the step's begin event
     bool events_read = false;
   };
 
   void read_events(pending_step& p) {  // state_mu_ held; the events completed
     p.event_ns.assign(p.spans.size(), -1);
-    for (std::size_t i = 0; i < p.spans.size() && events_; ++i) p.event_ns[i] = events_->take_elapsed(p.events[i]);
+    p.event_offset_ns.assign(p.spans.size(), -1);
+    std::size_t step_index = p.spans.size();
+    for (std::size_t i = 0; i < p.spans.size(); ++i)
+      if (p.spans[i].span.kind == phase_kind::step) step_index = i;
+    if (events_) events_->read_step(p.events, step_index, p.event_ns, p.event_offset_ns);
     p.events.clear();
     p.events_read = true;
   }
@@ -266,7 +271,8 @@ class cupti_source : public gpu_source {
     a.schedule = p.slot;
     a.memory = p.memory;
     for (std::size_t i = 0; i < p.spans.size(); ++i)
-      a.spans.push_back(timed_span{p.spans[i], i < p.event_ns.size() ? p.event_ns[i] : -1});
+      a.spans.push_back(timed_span{p.spans[i], i < p.event_ns.size() ? p.event_ns[i] : -1,
+                                   i < p.event_offset_ns.size() ? p.event_offset_ns[i] : -1, {}});
     return a;
   }
 

@@ -113,6 +113,28 @@ class event_timer {
     return ns;
   }
 
+  /// GPU nanoseconds from event `a` to event `b` (both completed; either may be on any stream);
+  /// -1 when unreadable. Neither goes back to the pool.
+  static std::int64_t between(cudaEvent_t a, cudaEvent_t b) noexcept {
+    if (!a || !b) return -1;
+    float ms = 0.f;
+    const bool ok = cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
+    cudaGetLastError();
+    return ok ? static_cast<std::int64_t>(static_cast<double>(ms) * 1e6) : -1;
+  }
+
+  /// Reads a finished step's pairs (parallel to its spans; `step_index` is the step's own span):
+  /// each span's elapsed time into `ns` and the time from the step's begin event to the span's
+  /// begin event into `offset_ns` (-1 where unknown); every event goes back to the pool.
+  void read_step(std::vector<event_pair>& pairs, std::size_t step_index, std::vector<std::int64_t>& ns,
+                 std::vector<std::int64_t>& offset_ns) noexcept {
+    ns.assign(pairs.size(), -1);
+    offset_ns.assign(pairs.size(), -1);
+    const cudaEvent_t origin = step_index < pairs.size() ? pairs[step_index].begin : nullptr;
+    for (std::size_t i = 0; i < pairs.size(); ++i) offset_ns[i] = between(origin, pairs[i].begin);
+    for (std::size_t i = 0; i < pairs.size(); ++i) ns[i] = take_elapsed(pairs[i]);
+  }
+
  private:
   void exhausted() {
     if (said_exhausted_) return;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "traceml/config.hpp"
+#include "traceml/gpu/pm_samples.hpp"
 #include "traceml/gpu/recording_schedule.hpp"
 #include "traceml/phase_kind.hpp"
 
@@ -36,6 +37,10 @@ struct gpu_facts {
   /// GPU time between the window's boundaries as its stream saw them (CUDA events on every step,
   /// or the boundary markers of a recorded step); -1 when not measured.
   std::int64_t span_ns = -1;
+  /// Hardware-counter samples over the window between the boundaries (any step where a PM-sampling
+  /// source ran, recorded or not): engine busy, SM, tensor and DRAM activity. Not measured when
+  /// counters.covered_ns == 0.
+  counter_facts counters;
 
   gpu_facts& operator+=(const gpu_facts& o) noexcept {
     kernel_ns += o.kernel_ns; kernel_count += o.kernel_count;
@@ -44,6 +49,7 @@ struct gpu_facts {
     busy_ns += o.busy_ns; idle_ns += o.idle_ns;
     if (o.window_ns >= 0) window_ns = (window_ns < 0 ? 0 : window_ns) + o.window_ns;
     if (o.span_ns >= 0) span_ns = (span_ns < 0 ? 0 : span_ns) + o.span_ns;
+    counters += o.counters;
     return *this;
   }
 };

@@ -1,0 +1,209 @@
+// pm_sampling_probe: can CUPTI PM sampling (hardware counters at a fixed interval) serve as a GPU
+// time source on this machine? No LibTorch: the GPU work is device memsets, the idle gaps are host
+// sleeps with the GPU synchronized.
+//   1. Start: which counters one pass allows here, or the exact CUPTI failure.
+//   2. Clock: bursts of GPU work between two clock stamps (gpu_clock.hpp, %globaltimer), separated
+//      by idle gaps. If samples and stamps share a clock, the samples inside a burst read ~100% busy
+//      and those inside a gap ~0%. Also prints the raw clocks side by side.
+//   3. Rate: samples decoded per second, the interval achieved, the decoder's CPU time, overflows.
+//   4. Together with CUPTI kernel records: a profiler with a CUPTI source recording every step runs
+//      phases while the sampler runs; both must deliver.
+// The step-time overhead on the trainer is measured by qwen3_overhead's +pm modes.
+//
+//   pm_sampling_probe [--interval-us 20] [--bursts 6] [--burst-ms 10]
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <traceml/gpu/cupti_source.hpp>
+#include <traceml/gpu/gpu_clock.hpp>
+#include <traceml/gpu/pm_sampler.hpp>
+#include <traceml/gpu/pm_sampling_source.hpp>
+#include <traceml/phase.hpp>
+#include <traceml/profiler.hpp>
+
+namespace {
+
+std::int64_t clock_ns(clockid_t id) {
+  timespec t{};
+  clock_gettime(id, &t);
+  return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+/// GPU work of about `ms`: memsets over `buf` (calibrated once with events).
+struct burner {
+  void* buf = nullptr;
+  std::size_t bytes = std::size_t{1} << 30;
+  int per_ms = 1;
+  bool init() {
+    if (cudaMalloc(&buf, bytes) != cudaSuccess) return false;
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    cudaEventRecord(a);
+    for (int i = 0; i < 20; ++i) cudaMemsetAsync(buf, i, bytes);
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    per_ms = std::max(1, static_cast<int>(20.0 / ms));
+    std::printf("  calibration: 20 memsets of 1 GiB in %.3f ms (%d per ms)\n", ms, per_ms);
+    return true;
+  }
+  void run(double ms) {
+    const int n = std::max(1, static_cast<int>(ms * per_ms));
+    for (int i = 0; i < n; ++i) cudaMemsetAsync(buf, i & 0xff, bytes);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int interval_us = 20, bursts = 6;
+  double burst_ms = 10;
+  CLI::App app{"Feasibility of CUPTI PM sampling as a GPU time source (clock, rate, coexistence with CUPTI records)."};
+  app.add_option("--interval-us", interval_us, "sampling interval")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--bursts", bursts, "busy bursts, each followed by an idle gap")->check(CLI::Range(1, 1000))->capture_default_str();
+  app.add_option("--burst-ms", burst_ms, "length of a burst and of a gap")->check(CLI::Range(0.1, 1000.0))->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  std::printf("pm_sampling_probe: interval %d us, %d bursts of %.1f ms\n", interval_us, bursts, burst_ms);
+  traceml::pm_sampler_options so;
+  so.interval_ns = std::int64_t{interval_us} * 1000;
+  traceml::pm_sampler sampler(so);
+  const std::int64_t t_start = traceml::now_ns();
+  if (!sampler.start()) {
+    std::printf("1. start: UNAVAILABLE: %s\n", sampler.why().c_str());
+    return 0;
+  }
+  std::printf("1. start: %.1f ms; %s\n", static_cast<double>(traceml::now_ns() - t_start) / 1e6, sampler.status().c_str());
+
+  burner burn;
+  if (!burn.init()) {
+    std::printf("no device memory for the bursts\n");
+    return 1;
+  }
+  traceml::gpu_clock clock(256);
+  struct burst { int a = -1, b = -1; std::int64_t ta = -1, tb = -1; };
+  std::vector<burst> bs(static_cast<std::size_t>(bursts));
+  const std::int64_t cpu_mono0 = clock_ns(CLOCK_MONOTONIC), cpu_real0 = clock_ns(CLOCK_REALTIME);
+  const int s0 = clock.stamp(nullptr);
+  cudaDeviceSynchronize();
+  std::int64_t g0 = -1;
+  clock.read(s0, g0);
+  std::printf("2. clocks side by side: GPU %%globaltimer %lld, CLOCK_REALTIME %lld (GPU - realtime %+.3f ms), "
+              "CLOCK_MONOTONIC %lld%s\n",
+              static_cast<long long>(g0), static_cast<long long>(cpu_real0),
+              static_cast<double>(g0 - cpu_real0) / 1e6, static_cast<long long>(cpu_mono0),
+              clock.why().empty() ? "" : (" (clock: " + clock.why() + ")").c_str());
+  const std::int64_t wall0 = traceml::now_ns();
+  for (auto& b : bs) {
+    b.a = clock.stamp(nullptr);
+    burn.run(burst_ms);
+    b.b = clock.stamp(nullptr);
+    cudaDeviceSynchronize();
+    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int>(burst_ms * 1000)));
+  }
+  for (auto& b : bs) {
+    clock.read(b.a, b.ta);
+    clock.read(b.b, b.tb);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  sampler.flush();
+  const std::int64_t wall = traceml::now_ns() - wall0;
+  auto samples = sampler.take();
+  std::printf("   %zu samples; first [%lld, %lld], last ends %lld; first stamp %lld\n", samples.size(),
+              samples.empty() ? 0LL : static_cast<long long>(samples.front().begin_ns),
+              samples.empty() ? 0LL : static_cast<long long>(samples.front().end_ns),
+              samples.empty() ? 0LL : static_cast<long long>(samples.back().end_ns), static_cast<long long>(bs[0].ta));
+  std::printf("   %-6s %12s %10s %10s %10s %10s %10s | %10s %10s\n", "burst", "length ms", "busy %", "SM %", "tensor %",
+              "DRAM %", "samples", "gap busy %", "samples");
+  for (std::size_t i = 0; i < bs.size(); ++i) {
+    const auto& b = bs[i];
+    const auto in = traceml::measure_window(samples, b.ta, b.tb);
+    const std::int64_t gap_end = i + 1 < bs.size() ? bs[i + 1].ta : b.tb + static_cast<std::int64_t>(burst_ms * 1e6);
+    // The gap from 1 ms after the burst's end (the sync and sleep start) to its next begin.
+    const auto gap = traceml::measure_window(samples, b.tb + 1000000, gap_end - 100000);
+    auto pct = [](double v) { return v < 0 ? -1.0 : 100.0 * v; };
+    std::printf("   %-6zu %12.3f %10.2f %10.2f %10.2f %10.2f %10u | %10.2f %10u\n", i,
+                static_cast<double>(b.tb - b.ta) / 1e6, pct(traceml::busy_share(in)), pct(traceml::sm_active_share(in)),
+                pct(traceml::tensor_share(in)), pct(traceml::dram_share(in)), in.samples, pct(traceml::busy_share(gap)),
+                gap.samples);
+  }
+  // Where the busy edges are, against the stamps: the first sample after each stamp that reads busy.
+  for (std::size_t i = 0; i < bs.size() && i < 3; ++i) {
+    std::int64_t edge = -1;
+    for (const auto& s : samples)
+      if (s.begin_ns >= bs[i].ta - 5000000 && s.gpu_busy > 0.5) {
+        edge = s.begin_ns;
+        break;
+      }
+    std::printf("   burst %zu: first busy sample begins %+.3f us from the stamp\n", i,
+                edge < 0 ? 0.0 : static_cast<double>(edge - bs[i].ta) / 1e3);
+  }
+  const auto st = sampler.stats();
+  std::printf("3. rate: %llu samples in %.3f s of GPU time (%.0f per s), mean interval %.2f us (asked %d), %llu decode "
+              "passes, decoder %.3f ms of CPU per s of run, %llu overflows\n",
+              static_cast<unsigned long long>(st.samples), static_cast<double>(st.last_ns - st.first_ns) / 1e9,
+              st.last_ns > st.first_ns ? static_cast<double>(st.samples) / (static_cast<double>(st.last_ns - st.first_ns) / 1e9) : 0.0,
+              st.mean_interval_ns / 1e3, interval_us, static_cast<unsigned long long>(st.decode_passes),
+              static_cast<double>(st.decode_cpu_ns) / 1e6 / (static_cast<double>(wall) / 1e9),
+              static_cast<unsigned long long>(st.overflows));
+  sampler.stop();
+
+  // 4. With CUPTI kernel records on every step, through the source the profiler uses.
+  {
+    traceml::cupti_options co;
+    co.overhead_budget = 0;
+    co.sample_every = 1;
+    auto inner = std::make_unique<traceml::cupti_source>(co);
+    const bool cupti_ok = inner->ok();
+    const std::string inner_why = inner->why();
+    traceml::pm_sampling_options po;
+    po.sampler = so;
+    auto src = std::make_unique<traceml::pm_sampling_source>(std::move(inner), po);
+    auto* pm = src.get();
+    traceml::profiler_options o;
+    o.run_name = "probe";
+    o.print_table = false;
+    o.warmup_steps = 1;
+    traceml::profiler prof(o);
+    prof.set_gpu_source(std::move(src));
+    for (int step = 0; step < 8; ++step) {
+      TRACEML_STEP();
+      {
+        TRACEML_PHASE(forward);
+        burn.run(burst_ms);
+      }
+      {
+        TRACEML_PHASE(optimizer);
+        std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int>(burst_ms * 500)));
+        burn.run(burst_ms / 2);
+      }
+    }
+    const auto& r = prof.finish();
+    std::printf("4. with CUPTI records on every step: CUPTI %s; PM sampling %s\n",
+                cupti_ok ? "running" : ("unavailable: " + inner_why).c_str(),
+                pm->sampling() ? "running" : ("unavailable: " + pm->why()).c_str());
+    std::printf("   %-5s %-10s %12s %12s %12s %12s %10s\n", "step", "phase", "window ms", "records busy", "counters busy",
+                "SM active", "samples");
+    for (const auto& s : r.steps) {
+      if (!s.gpu) continue;
+      for (const auto& p : s.gpu->phases) {
+        const auto& f = p.facts;
+        std::printf("   %-5d %-10s %12.3f %11.2f%% %11.2f%% %11.2f%% %10u\n", s.step, p.name,
+                    f.window_ns >= 0 ? static_cast<double>(f.window_ns) / 1e6 : -1.0,
+                    f.window_ns > 0 ? 100.0 * static_cast<double>(f.busy_ns) / static_cast<double>(f.window_ns) : -1.0,
+                    100.0 * traceml::busy_share(f.counters), 100.0 * traceml::sm_active_share(f.counters), f.counters.samples);
+      }
+    }
+    std::printf("   status: %s\n", r.summary.gpu_status.c_str());
+  }
+  cudaFree(burn.buf);
+  return 0;
+}

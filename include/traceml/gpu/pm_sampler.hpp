@@ -1,0 +1,473 @@
+// traceml: GPU hardware counters read at a fixed interval (CUPTI PM sampling), decoded on a worker
+// thread into pm_sample values (pm_samples.hpp).
+//
+// Why: CUPTI kernel records cost ~4 us of CPU per launch inside the driver, so they can only be taken
+// on a few steps. The GPU's performance monitors sample their counters into a hardware buffer with
+// no per-launch cost at all; this class configures them (the profiler host API turns metric names
+// into a one-pass configuration), starts them, and a worker decodes the buffer every
+// `decode_period_ms` and evaluates each sample's metrics. Everything on the training thread is
+// untouched: the sampler sees the whole GPU, and the windows come from elsewhere
+// (pm_sampling_source.hpp).
+//
+// Failures are reported once, with the cause and the fix, and leave the sampler unavailable:
+// insufficient privileges (profiling restricted to admin users by the driver), an unsupported GPU,
+// counters already taken by another tool (Nsight Compute/Systems, DCGM), no device or no CUPTI.
+//
+//   traceml::pm_sampler s;                      // needs a CUDA device; says why not otherwise
+//   if (s.start()) { ...; auto v = s.take(); }  // samples decoded since the previous take()
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "traceml/clock.hpp"
+#include "traceml/config.hpp"
+#include "traceml/gpu/device_check.hpp"
+#include "traceml/gpu/pm_samples.hpp"
+#include "traceml/gpu/pm_sampling_api.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+
+struct pm_sampler_options {
+  int device = -1;                     ///< CUDA device index; -1: the current device
+  /// Sampling interval. 20 us gives 500 samples in a 10 ms phase; the hardware supports shorter
+  /// intervals, at the price of more decoding work on the worker thread.
+  std::int64_t interval_ns = 20000;
+  std::size_t hardware_buffer_bytes = std::size_t{256} << 20;  ///< the GPU-side ring of raw samples
+  std::uint32_t max_samples = 20000;   ///< samples one decode pass can hold (host counter-data image)
+  int decode_period_ms = 20;           ///< how often the worker decodes the hardware buffer
+  bool tensor = true;                  ///< add the tensor-pipe counter when one pass allows it
+  bool dram = true;                    ///< add the DRAM-throughput counter when one pass allows it
+};
+
+/// Counts of what the sampler did (read any time).
+struct pm_sampler_stats {
+  std::uint64_t samples = 0;           ///< decoded and evaluated
+  std::uint64_t decode_passes = 0;
+  std::uint64_t overflows = 0;         ///< hardware buffer or counter-data image full: samples lost
+  std::int64_t decode_cpu_ns = 0;      ///< wall time of the worker's decode passes
+  std::int64_t first_ns = 0, last_ns = 0;  ///< first sample's begin, last sample's end (GPU clock)
+  double mean_interval_ns = 0;         ///< mean sample length achieved
+};
+
+namespace detail {
+
+#if TRACEML_HAS_PM_SAMPLING
+/// A CUPTI parameter block: zeroed, with its size set (how CUPTI tells versions apart).
+template <class P>
+P cupti_params(std::size_t size) noexcept {
+  P p{};
+  p.structSize = size;
+  return p;
+}
+#endif
+
+/// The words for a failed CUPTI call of the sampler (pure, tested on the CPU): which step failed,
+/// the CUPTI result and its text; the cause and the fix a user can act on.
+inline std::string describe_pm_failure(const std::string& step, int result, const std::string& text) {
+  std::string why = step + " failed (" + text + ")";
+#if TRACEML_HAS_PM_SAMPLING
+  switch (result) {
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
+      return why + ": GPU performance counters are restricted to admin users; run as root, or load the "
+                   "driver with NVreg_RestrictProfilingToAdminUsers=0 (e.g. 'options nvidia "
+                   "NVreg_RestrictProfilingToAdminUsers=0' in /etc/modprobe.d, then reboot)";
+    case CUPTI_ERROR_NOT_SUPPORTED:
+    case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED:
+      return why + ": this GPU or configuration does not support PM sampling (Turing or newer, no MIG)";
+    case CUPTI_ERROR_INVALID_OPERATION:
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+    case CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED:
+      return why + ": the counters are taken by another tool (Nsight Compute or Systems, DCGM, a second "
+                   "profiler in this process); end it, or run without it";
+    case CUPTI_ERROR_INVALID_METRIC_NAME:
+      return why + ": a counter name is not known on this GPU";
+    default: break;
+  }
+#else
+  (void)result;
+#endif
+  return why;
+}
+
+}  // namespace detail
+
+class pm_sampler {
+ public:
+  explicit pm_sampler(pm_sampler_options o = {}) : opt_(std::move(o)) {}
+  ~pm_sampler() { stop(); }
+  pm_sampler(const pm_sampler&) = delete;
+  pm_sampler& operator=(const pm_sampler&) = delete;
+
+  /// Configures and starts sampling; false (status() says why, once) when it cannot.
+  bool start() {
+#if TRACEML_HAS_PM_SAMPLING
+    if (running_) return true;
+    if (!why_.empty()) return false;
+    const cuda_device_check device = check_cuda_device();
+    if (!device.ok()) return fail(device.why);
+    int dev = opt_.device;
+    if (dev < 0 && cudaGetDevice(&dev) != cudaSuccess) dev = 0;
+    cudaSetDevice(dev);
+    cudaFree(nullptr);  // the primary context must exist before the profiler attaches to it
+    cudaGetLastError();
+    device_ = static_cast<std::size_t>(dev);
+    std::string why;
+    if (!api_.load(why)) return fail(why);
+    if (!configure()) return false;
+    {
+      auto p = detail::cupti_params<CUpti_PmSampling_Start_Params>(CUpti_PmSampling_Start_Params_STRUCT_SIZE);
+      p.pPmSamplingObject = object_;
+      if (!call("cuptiPmSamplingStart", api_.start(&p))) return false;
+    }
+    running_ = true;
+    worker_ = std::thread([this] { decode_loop(); });
+    return true;
+#else
+    return fail("the CUDA toolkit this program was built with has no PM sampling API (CUDA 12.6 or newer)");
+#endif
+  }
+
+  /// Stops sampling, decodes what the hardware still holds, releases the counters. Idempotent.
+  void stop() {
+#if TRACEML_HAS_PM_SAMPLING
+    if (running_) {
+      {
+        std::lock_guard<std::mutex> lock(wake_mu_);
+        stopping_ = true;
+      }
+      wake_.notify_all();
+      worker_.join();
+      auto p = detail::cupti_params<CUpti_PmSampling_Stop_Params>(CUpti_PmSampling_Stop_Params_STRUCT_SIZE);
+      p.pPmSamplingObject = object_;
+      api_.stop(&p);
+      decode_all();
+      running_ = false;
+    }
+    release();
+#endif
+  }
+
+  /// Decodes now on the caller's thread (the worker's pass may run as well: serialised). For the end
+  /// of a run, when the samples up to now are needed at once.
+  void flush() {
+#if TRACEML_HAS_PM_SAMPLING
+    if (running_) decode_all();
+#endif
+  }
+
+  bool running() const noexcept { return running_; }
+  /// The samples decoded since the previous take(), in time order.
+  std::vector<pm_sample> take() {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    return std::exchange(out_, {});
+  }
+  pm_sampler_stats stats() const {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    return stats_;
+  }
+  /// The metric names in use, in the order they are evaluated.
+  const std::vector<std::string>& metrics() const noexcept { return metric_names_; }
+  /// "" while fine; otherwise why there are no samples.
+  const std::string& why() const noexcept { return why_; }
+  std::string status() const {
+    if (!why_.empty()) return why_;
+    std::string s = "hardware counters sampled every " + std::to_string(opt_.interval_ns / 1000) + " us:";
+    for (const auto& m : metric_names_) s += " " + m;
+    return s;
+  }
+
+ private:
+  bool fail(const std::string& why) {
+    why_ = "hardware counters (CUPTI PM sampling) unavailable: " + why;
+    release();
+    return false;
+  }
+
+#if TRACEML_HAS_PM_SAMPLING
+  bool call(const char* step, CUptiResult r) {
+    if (r == CUPTI_SUCCESS) return true;
+    return fail(detail::describe_pm_failure(step, static_cast<int>(r), api_.describe(r)));
+  }
+
+  /// A host object for `names`; its one-pass config image into `image`. False when a name is not
+  /// known or the set needs more than one pass (PM sampling takes one pass only).
+  bool build_config(const std::vector<std::string>& names, std::vector<std::uint8_t>& image, CUptiResult& r) {
+    auto hi = detail::cupti_params<CUpti_Profiler_Host_Initialize_Params>(CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE);
+    hi.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
+    hi.pChipName = chip_.c_str();
+    hi.pCounterAvailabilityImage = availability_.data();
+    if ((r = api_.host_initialize(&hi)) != CUPTI_SUCCESS) return false;
+    std::vector<const char*> c;
+    for (const auto& n : names) c.push_back(n.c_str());
+    auto am = detail::cupti_params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
+    am.pHostObject = hi.pHostObject;
+    am.ppMetricNames = c.data();
+    am.numMetrics = c.size();
+    bool ok = (r = api_.host_add_metrics(&am)) == CUPTI_SUCCESS;
+    if (ok) {
+      auto sz = detail::cupti_params<CUpti_Profiler_Host_GetConfigImageSize_Params>(CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
+      sz.pHostObject = hi.pHostObject;
+      ok = (r = api_.host_config_size(&sz)) == CUPTI_SUCCESS;
+      if (ok) {
+        image.assign(sz.configImageSize, 0);
+        auto gi = detail::cupti_params<CUpti_Profiler_Host_GetConfigImage_Params>(CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
+        gi.pHostObject = hi.pHostObject;
+        gi.configImageSize = image.size();
+        gi.pConfigImage = image.data();
+        ok = (r = api_.host_config_image(&gi)) == CUPTI_SUCCESS;
+      }
+      if (ok) {
+        auto np = detail::cupti_params<CUpti_Profiler_Host_GetNumOfPasses_Params>(CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
+        np.configImageSize = image.size();
+        np.pConfigImage = image.data();
+        ok = (r = api_.host_passes(&np)) == CUPTI_SUCCESS && np.numOfPasses == 1;
+        if (r == CUPTI_SUCCESS && np.numOfPasses != 1) r = CUPTI_ERROR_NOT_SUPPORTED;
+      }
+    }
+    if (ok) {
+      if (host_) {
+        auto d = detail::cupti_params<CUpti_Profiler_Host_Deinitialize_Params>(CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
+        d.pHostObject = host_;
+        api_.host_deinitialize(&d);
+      }
+      host_ = hi.pHostObject;  // kept: it evaluates the samples
+    } else {
+      auto d = detail::cupti_params<CUpti_Profiler_Host_Deinitialize_Params>(CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
+      d.pHostObject = hi.pHostObject;
+      api_.host_deinitialize(&d);
+    }
+    return ok;
+  }
+
+  bool configure() {
+    {
+      auto p = detail::cupti_params<CUpti_Profiler_Initialize_Params>(CUpti_Profiler_Initialize_Params_STRUCT_SIZE);
+      if (!call("cuptiProfilerInitialize", api_.profiler_initialize(&p))) return false;
+      profiler_initialized_ = true;
+    }
+    {
+      auto p = detail::cupti_params<CUpti_Device_GetChipName_Params>(CUpti_Device_GetChipName_Params_STRUCT_SIZE);
+      p.deviceIndex = device_;
+      if (!call("cuptiDeviceGetChipName", api_.chip_name(&p))) return false;
+      chip_ = p.pChipName ? p.pChipName : "";
+    }
+    {
+      auto p = detail::cupti_params<CUpti_PmSampling_GetCounterAvailability_Params>(CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE);
+      p.deviceIndex = device_;
+      if (!call("cuptiPmSamplingGetCounterAvailability", api_.counter_availability(&p))) return false;
+      availability_.assign(p.counterAvailabilityImageSize, 0);
+      p.pCounterAvailabilityImage = availability_.data();
+      if (!call("cuptiPmSamplingGetCounterAvailability", api_.counter_availability(&p))) return false;
+    }
+    // Required: engine busy and SM activity (cycles active against cycles elapsed).
+    metric_names_ = {"gr__cycles_active.avg", "gr__cycles_elapsed.max", "sm__cycles_active.avg"};
+    std::vector<std::uint8_t> image;
+    CUptiResult r = CUPTI_SUCCESS;
+    if (!build_config(metric_names_, image, r)) return call("configuring the busy and SM counters", r);
+    // Optional, each kept only when the set still fits one pass. Names differ between GPU generations.
+    auto try_add = [&](int& slot, std::initializer_list<const char*> candidates) {
+      for (const char* name : candidates) {
+        auto names = metric_names_;
+        names.push_back(name);
+        std::vector<std::uint8_t> img;
+        CUptiResult rr = CUPTI_SUCCESS;
+        if (build_config(names, img, rr)) {
+          metric_names_ = std::move(names);
+          image = std::move(img);
+          slot = static_cast<int>(metric_names_.size()) - 1;
+          return;
+        }
+      }
+    };
+    if (opt_.tensor)
+      try_add(tensor_slot_, {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+                             "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+                             "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed"});
+    if (opt_.dram)
+      try_add(dram_slot_, {"dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                           "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"});
+    {
+      auto p = detail::cupti_params<CUpti_PmSampling_Enable_Params>(CUpti_PmSampling_Enable_Params_STRUCT_SIZE);
+      p.deviceIndex = device_;
+      if (!call("cuptiPmSamplingEnable", api_.enable(&p))) return false;
+      object_ = p.pPmSamplingObject;
+    }
+    {
+      auto p = detail::cupti_params<CUpti_PmSampling_SetConfig_Params>(CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE);
+      p.pPmSamplingObject = object_;
+      p.configSize = image.size();
+      p.pConfig = image.data();
+      p.hardwareBufferSize = opt_.hardware_buffer_bytes;
+      p.samplingInterval = static_cast<std::uint64_t>(opt_.interval_ns);
+      p.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+      p.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+      if (!call("cuptiPmSamplingSetConfig", api_.set_config(&p))) return false;
+    }
+    {
+      auto p = detail::cupti_params<CUpti_PmSampling_GetCounterDataSize_Params>(CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE);
+      std::vector<const char*> c;
+      for (const auto& n : metric_names_) c.push_back(n.c_str());
+      p.pPmSamplingObject = object_;
+      p.pMetricNames = c.data();
+      p.numMetrics = c.size();
+      p.maxSamples = opt_.max_samples;
+      if (!call("cuptiPmSamplingGetCounterDataSize", api_.counter_data_size(&p))) return false;
+      counter_data_.assign(p.counterDataSize, 0);
+    }
+    return reset_image();
+  }
+
+  bool reset_image() {
+    auto p = detail::cupti_params<CUpti_PmSampling_CounterDataImage_Initialize_Params>(CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE);
+    p.pPmSamplingObject = object_;
+    p.counterDataSize = counter_data_.size();
+    p.pCounterData = counter_data_.data();
+    return call("cuptiPmSamplingCounterDataImageInitialize", api_.counter_data_initialize(&p));
+  }
+
+  /// One decode pass per call until the hardware buffer is empty. Serialised (worker and flush()).
+  void decode_all() {
+    std::lock_guard<std::mutex> lock(cupti_mu_);
+    const std::int64_t t0 = now_ns();
+    std::vector<pm_sample> got;
+    std::uint64_t passes = 0, overflows = 0;
+    for (int pass = 0; pass < 64; ++pass) {  // bounded: a runaway buffer cannot hold the worker forever
+      auto d = detail::cupti_params<CUpti_PmSampling_DecodeData_Params>(CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE);
+      d.pPmSamplingObject = object_;
+      d.pCounterDataImage = counter_data_.data();
+      d.counterDataImageSize = counter_data_.size();
+      const CUptiResult r = api_.decode(&d);
+      ++passes;
+      if (r == CUPTI_ERROR_OUT_OF_MEMORY || d.overflow) ++overflows;
+      if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_OUT_OF_MEMORY) break;
+      auto info = detail::cupti_params<CUpti_PmSampling_GetCounterDataInfo_Params>(CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE);
+      info.pCounterDataImage = counter_data_.data();
+      info.counterDataImageSize = counter_data_.size();
+      if (api_.counter_data_info(&info) != CUPTI_SUCCESS) break;
+      std::vector<const char*> names;
+      for (const auto& n : metric_names_) names.push_back(n.c_str());
+      std::vector<double> values(names.size());
+      for (std::size_t i = 0; i < info.numCompletedSamples; ++i) {
+        auto si = detail::cupti_params<CUpti_PmSampling_CounterData_GetSampleInfo_Params>(CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE);
+        si.pPmSamplingObject = object_;
+        si.pCounterDataImage = counter_data_.data();
+        si.counterDataImageSize = counter_data_.size();
+        si.sampleIndex = i;
+        if (api_.sample_info(&si) != CUPTI_SUCCESS) continue;
+        auto ev = detail::cupti_params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
+        ev.pHostObject = host_;
+        ev.pCounterDataImage = counter_data_.data();
+        ev.counterDataImageSize = counter_data_.size();
+        ev.rangeIndex = i;
+        ev.ppMetricNames = names.data();
+        ev.numMetrics = names.size();
+        ev.pMetricValues = values.data();
+        if (api_.host_evaluate(&ev) != CUPTI_SUCCESS) continue;
+        got.push_back(to_sample(si.startTimestamp, si.endTimestamp, values));
+      }
+      reset_image();
+      if (r == CUPTI_SUCCESS && d.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) break;
+    }
+    const std::int64_t spent = now_ns() - t0;
+    std::lock_guard<std::mutex> out(out_mu_);
+    stats_.decode_passes += passes;
+    stats_.overflows += overflows;
+    stats_.decode_cpu_ns += spent;
+    if (!got.empty()) {
+      if (stats_.samples == 0) stats_.first_ns = got.front().begin_ns;
+      stats_.last_ns = got.back().end_ns;
+      const auto n = static_cast<double>(stats_.samples);
+      double sum = 0;
+      for (const auto& s : got) sum += static_cast<double>(s.end_ns - s.begin_ns);
+      stats_.mean_interval_ns = (stats_.mean_interval_ns * n + sum) / (n + static_cast<double>(got.size()));
+      stats_.samples += got.size();
+      out_.insert(out_.end(), got.begin(), got.end());
+    }
+  }
+
+  pm_sample to_sample(std::uint64_t begin, std::uint64_t end, const std::vector<double>& v) const {
+    pm_sample s;
+    s.begin_ns = static_cast<std::int64_t>(begin);
+    s.end_ns = static_cast<std::int64_t>(end);
+    const double elapsed = v[1];  // gr__cycles_elapsed.max
+    if (elapsed > 0) {
+      s.gpu_busy = std::clamp(v[0] / elapsed, 0.0, 1.0);
+      s.sm_active = std::clamp(v[2] / elapsed, 0.0, 1.0);
+    }
+    if (tensor_slot_ >= 0) s.tensor_active = std::clamp(v[static_cast<std::size_t>(tensor_slot_)] / 100.0, 0.0, 1.0);
+    if (dram_slot_ >= 0) s.dram_throughput = std::clamp(v[static_cast<std::size_t>(dram_slot_)] / 100.0, 0.0, 1.0);
+    return s;
+  }
+
+  void decode_loop() {
+    std::unique_lock<std::mutex> lock(wake_mu_);
+    while (!stopping_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(opt_.decode_period_ms), [this] { return stopping_; });
+      if (stopping_) break;
+      lock.unlock();
+      decode_all();
+      lock.lock();
+    }
+  }
+#endif
+
+  void release() {
+#if TRACEML_HAS_PM_SAMPLING
+    if (object_) {
+      auto p = detail::cupti_params<CUpti_PmSampling_Disable_Params>(CUpti_PmSampling_Disable_Params_STRUCT_SIZE);
+      p.pPmSamplingObject = object_;
+      api_.disable(&p);
+      object_ = nullptr;
+    }
+    if (host_) {
+      auto d = detail::cupti_params<CUpti_Profiler_Host_Deinitialize_Params>(CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
+      d.pHostObject = host_;
+      api_.host_deinitialize(&d);
+      host_ = nullptr;
+    }
+    if (profiler_initialized_) {
+      auto p = detail::cupti_params<CUpti_Profiler_DeInitialize_Params>(CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
+      api_.profiler_deinitialize(&p);
+      profiler_initialized_ = false;
+    }
+#endif
+  }
+
+  pm_sampler_options opt_;
+  std::string why_;
+  std::vector<std::string> metric_names_;
+  bool running_ = false;
+#if TRACEML_HAS_PM_SAMPLING
+  detail::pm_sampling_api api_;
+  std::size_t device_ = 0;
+  std::string chip_;
+  std::vector<std::uint8_t> availability_, counter_data_;
+  CUpti_Profiler_Host_Object* host_ = nullptr;
+  CUpti_PmSampling_Object* object_ = nullptr;
+  bool profiler_initialized_ = false;
+  int tensor_slot_ = -1, dram_slot_ = -1;
+  std::thread worker_;
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;     // guarded by wake_mu_
+  std::mutex cupti_mu_;       // serialises decode passes (worker and flush())
+#endif
+  mutable std::mutex out_mu_;
+  std::vector<pm_sample> out_;
+  pm_sampler_stats stats_;
+};
+
+TRACEML_END_NAMESPACE

@@ -1,0 +1,175 @@
+// traceml: hardware-counter activity of every phase on every step -- a GPU source that adds CUPTI
+// PM sampling (pm_sampler.hpp) to another source (CUDA events, or CUPTI kernel records on a few
+// steps).
+//
+// How a sample finds its phase: the inner source times every step and phase with CUDA events; at
+// each step's begin, right behind the step's first event on the same stream, this source stamps the
+// GPU's clock (gpu_clock.hpp). The step's events then place every phase on the GPU's clock (stamp +
+// time from the step's first event to the phase's), the clock PM samples carry; each phase gets the
+// overlap-weighted mean of the samples over its window (pm_samples.hpp). A step is held back until
+// the samples reach past its end (they arrive a decode period late), at most `max_hold_ms`.
+//
+// Cost on the training thread: one stamp kernel launch per step (~2-3 us). The sampler's decoding
+// runs on its own thread. When PM sampling is unavailable (privileges, unsupported GPU, counters
+// taken by another tool) the inner source runs alone and status() says why, once.
+//
+//   auto inner = traceml::make_best_gpu_source(o);
+//   profiler.set_gpu_source(std::make_unique<traceml::pm_sampling_source>(std::move(inner), pm_opts));
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "traceml/clock.hpp"
+#include "traceml/config.hpp"
+#include "traceml/detail/diagnostics.hpp"
+#include "traceml/gpu/cuda_stream.hpp"
+#include "traceml/gpu/gpu_clock.hpp"
+#include "traceml/gpu/gpu_source.hpp"
+#include "traceml/gpu/pm_sampler.hpp"
+#include "traceml/gpu/pm_placement.hpp"
+#include "traceml/gpu/pm_samples.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+
+struct pm_sampling_options {
+  pm_sampler_options sampler;
+  stream_provider current_stream;  ///< where steps begin (the inner source's stream); empty: default stream
+  int max_hold_ms = 2000;          ///< a step waits at most this long for samples past its end
+};
+
+
+class pm_sampling_source : public gpu_source {
+ public:
+  pm_sampling_source(std::unique_ptr<gpu_source> inner, pm_sampling_options o = {})
+      : inner_(std::move(inner)), opt_(std::move(o)), sampler_(opt_.sampler) {
+    name_ = std::string(inner_ ? inner_->name() : "none") + "+pm";
+    if (!inner_) {
+      why_ = "hardware counters off: no GPU time source to place them (no CUDA events)";
+      return;
+    }
+    if (!sampler_.start()) why_ = sampler_.why();
+    if (!why_.empty()) report_once("pm-sampling", why_ + "; running without hardware counters");
+  }
+  ~pm_sampling_source() override { sampler_.stop(); }
+
+  /// Whether hardware counters are being sampled.
+  bool sampling() const noexcept { return sampler_.running(); }
+  const std::string& why() const noexcept { return why_; }
+  pm_sampler_stats sampler_stats() const { return sampler_.stats(); }
+  gpu_source* inner() const noexcept { return inner_.get(); }
+
+  const char* name() const noexcept override { return name_.c_str(); }
+  bool wants_scope_hooks() const noexcept override {
+    return (inner_ && inner_->wants_scope_hooks()) || sampler_.running();
+  }
+
+  /// Hot: the inner source's work, then at a step's begin one clock stamp behind its first event.
+  void on_scope_begin(phase_kind kind, const char* name, std::int32_t step, std::int32_t mb) noexcept override {
+    if (inner_ && inner_->wants_scope_hooks()) inner_->on_scope_begin(kind, name, step, mb);
+    if (kind != phase_kind::step || !sampler_.running()) return;
+    const int slot = clock_.stamp(detail::stream_of(opt_.current_stream));
+    if (slot < 0) {
+      if (!clock_.why().empty()) report_once("pm-clock", "hardware counters not placed on phases: " + clock_.why());
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    stamps_[step] = slot;
+  }
+  void on_scope_end(const span_record& r) noexcept override {
+    if (inner_ && inner_->wants_scope_hooks()) inner_->on_scope_end(r);
+  }
+  void step_ended(std::int32_t step, const std::vector<span_record>& spans) override {
+    if (inner_) inner_->step_ended(step, spans);
+  }
+
+  gpu_delivery collect(bool final) override {
+    if (!inner_) return gpu_delivery{};
+    gpu_delivery d = inner_->collect(final);
+    if (!sampler_.running()) return d;
+    if (final) {
+      // The inner source synchronized the device: the last samples are in the hardware buffer
+      // after one more interval.
+      std::this_thread::sleep_for(std::chrono::nanoseconds(4 * opt_.sampler.interval_ns));
+      sampler_.flush();
+    }
+    auto fresh = sampler_.take();
+    samples_.insert(samples_.end(), fresh.begin(), fresh.end());
+    const std::int64_t now = now_ns();
+    for (auto& s : d.steps) held_.push_back(held_step{std::move(s), now});
+    d.steps.clear();
+    const std::int64_t reach = samples_reach_ns(samples_);
+    while (!held_.empty()) {
+      held_step& h = held_.front();
+      place(h.activity);
+      const std::int64_t end = detail::step_gpu_end(h.activity);
+      const bool covered = end >= 0 && reach >= end;
+      const bool too_old = now - h.arrived_ns > std::int64_t{opt_.max_hold_ms} * 1000000;
+      if (!(final || covered || too_old || end < 0)) break;
+      detail::apply_samples(h.activity, samples_);
+      d.steps.push_back(std::move(h.activity));
+      held_.pop_front();
+    }
+    trim_samples();
+    return d;
+  }
+
+  std::string status() const override {
+    const std::string inner = inner_ ? inner_->status() : std::string("no GPU time source");
+    if (!sampler_.running()) return inner + "; " + (why_.empty() ? std::string("hardware counters off") : why_);
+    return inner + "; " + sampler_.status() + " (every step, every phase)";
+  }
+
+ private:
+  struct held_step {
+    step_activity activity;
+    std::int64_t arrived_ns = 0;
+  };
+
+  /// The step's GPU clock from its stamp (once the step's events completed, the stamp ran).
+  void place(step_activity& a) {
+    if (a.gpu_clock_ns >= 0) return;
+    int slot = -1;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = stamps_.find(a.step);
+      if (it == stamps_.end()) return;
+      slot = it->second;
+      stamps_.erase(it);
+    }
+    std::int64_t t = -1;
+    if (clock_.read(slot, t)) a.gpu_clock_ns = t;
+    else clock_.release(slot);
+  }
+
+  /// Samples before the oldest held step are of no further use.
+  void trim_samples() {
+    std::int64_t keep_from = held_.empty() ? samples_reach_ns(samples_) : held_.front().activity.gpu_clock_ns;
+    if (keep_from < 0) return;
+    keep_from -= 1000000;  // 1 ms of slack for the stamp's own delay
+    std::size_t n = 0;
+    while (n < samples_.size() && samples_[n].end_ns < keep_from) ++n;
+    samples_.erase(samples_.begin(), samples_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+
+  std::unique_ptr<gpu_source> inner_;
+  pm_sampling_options opt_;
+  std::string name_, why_;
+  pm_sampler sampler_;
+  gpu_clock clock_;
+  std::mutex mu_;                                   // guards stamps_ (hooks vs collect)
+  std::unordered_map<std::int32_t, int> stamps_;    // step -> clock slot
+  std::deque<held_step> held_;                      // collect() only (one caller at a time)
+  std::vector<pm_sample> samples_;                  // sorted; collect() only
+};
+
+TRACEML_END_NAMESPACE

@@ -1,0 +1,163 @@
+// Hardware-counter samples on phases (pm_samples.hpp, pm_placement.hpp) and through the attribution
+// stage: overlap-weighted shares against hand-computed values, windows placed by the step's clock
+// stamp and event offsets, sums that add over phases and steps, and shares that never exceed 100%.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "traceml/gpu/attribution_stage.hpp"
+#include "traceml/gpu/pm_placement.hpp"
+#include "traceml/gpu/pm_samples.hpp"
+
+using namespace traceml;
+
+namespace {
+
+pm_sample sample(std::int64_t b, std::int64_t e, double busy, double sm = -1, double tensor = -1, double dram = -1) {
+  pm_sample s;
+  s.begin_ns = b;
+  s.end_ns = e;
+  s.gpu_busy = busy;
+  s.sm_active = sm;
+  s.tensor_active = tensor;
+  s.dram_throughput = dram;
+  return s;
+}
+
+/// Ten 100 ns samples from t = 1000: busy 0.0, 0.1, ..., 0.9; SM half of busy; tensor only on
+/// the even ones.
+std::vector<pm_sample> ramp() {
+  std::vector<pm_sample> v;
+  for (int i = 0; i < 10; ++i)
+    v.push_back(sample(1000 + 100 * i, 1100 + 100 * i, 0.1 * i, 0.05 * i, i % 2 == 0 ? 0.2 : -1, 0.5));
+  return v;
+}
+
+span_record span(phase_kind k, const char* name, std::int32_t step, std::int64_t b, std::int64_t e) {
+  span_record s;
+  s.kind = k;
+  s.name = name;
+  s.step = step;
+  s.microbatch = k == phase_kind::step ? -1 : 0;
+  s.begin_ns = b;
+  s.end_ns = e;
+  return s;
+}
+
+timed_span timed(const span_record& s, std::int64_t event_ns, std::int64_t offset_ns) {
+  timed_span t{marked_span{s, 0, 0}, event_ns, offset_ns, {}};
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a window's counter shares are overlap-weighted means of its samples", "[pm]") {
+  const auto v = ramp();
+  SECTION("whole samples") {
+    // [1200, 1500): samples 2, 3, 4 -> busy (0.2 + 0.3 + 0.4) / 3.
+    const auto f = measure_window(v, 1200, 1500);
+    CHECK(f.covered_ns == 300);
+    CHECK(f.samples == 3);
+    CHECK(busy_share(f) == Approx(0.3));
+    CHECK(sm_active_share(f) == Approx(0.15));
+    // Tensor only on samples 2 and 4: (0.2 + 0.2) / 2, over the 200 ns it was sampled.
+    CHECK(f.tensor_covered_ns == 200);
+    CHECK(tensor_share(f) == Approx(0.2));
+    CHECK(dram_share(f) == Approx(0.5));
+  }
+  SECTION("partial samples count by their overlap") {
+    // [1150, 1320): 50 ns of sample 1 (0.1), 100 of sample 2 (0.2), 20 of sample 3 (0.3).
+    const auto f = measure_window(v, 1150, 1320);
+    CHECK(f.covered_ns == 170);
+    CHECK(f.samples == 3);
+    CHECK(busy_share(f) == Approx((50 * 0.1 + 100 * 0.2 + 20 * 0.3) / 170.0));
+  }
+  SECTION("a window beyond the samples is covered only where they reach") {
+    const auto f = measure_window(v, 1900, 2500);
+    CHECK(f.covered_ns == 100);
+    CHECK(busy_share(f) == Approx(0.9));
+    CHECK_FALSE(measure_window(v, 3000, 4000).measured());
+    CHECK(busy_share(measure_window(v, 3000, 4000)) == -1);
+    CHECK_FALSE(measure_window(v, 1500, 1500).measured());
+    CHECK_FALSE(measure_window({}, 0, 10).measured());
+  }
+  SECTION("out-of-range counter values are clamped: a share is never above 100%") {
+    const std::vector<pm_sample> odd = {sample(0, 100, 1.7, 1.2, 3.0, 2.0), sample(100, 200, -0.0, 0.0)};
+    const auto f = measure_window(odd, 0, 200);
+    CHECK(busy_share(f) == Approx(0.5));
+    CHECK(sm_active_share(f) == Approx(0.5));
+    CHECK(tensor_share(f) == Approx(1.0));
+    CHECK(dram_share(f) == Approx(1.0));
+  }
+  SECTION("samples without a busy value are skipped") {
+    const std::vector<pm_sample> gap = {sample(0, 100, 1.0), sample(100, 200, -1), sample(200, 300, 0.0)};
+    const auto f = measure_window(gap, 0, 300);
+    CHECK(f.covered_ns == 200);
+    CHECK(busy_share(f) == Approx(0.5));
+  }
+  SECTION("facts add: two halves make the whole") {
+    counter_facts a = measure_window(v, 1000, 1450), b = measure_window(v, 1450, 2000);
+    a += b;
+    const auto whole = measure_window(v, 1000, 2000);
+    CHECK(a.covered_ns == whole.covered_ns);
+    CHECK(a.busy_ns == Approx(whole.busy_ns));
+    CHECK(busy_share(a) == Approx(0.45));
+  }
+  CHECK(samples_reach_ns(v) == 2000);
+  CHECK(samples_reach_ns({}) == 0);
+}
+
+TEST_CASE("spans are placed on the GPU clock by the step's stamp and their event offsets", "[pm]") {
+  step_activity s;
+  s.step = 3;
+  s.gpu_clock_ns = 1000;  // the step's first event ran at GPU time 1000
+  s.spans = {timed(span(phase_kind::step, "step", 3, 0, 10), 1000, 0),
+             timed(span(phase_kind::forward, "forward", 3, 1, 4), 300, 100),     // [1100, 1400)
+             timed(span(phase_kind::backward, "backward", 3, 4, 8), 500, 500),   // [1500, 2000)
+             timed(span(phase_kind::optimizer, "optimizer", 3, 8, 9), -1, -1)};  // not timed
+  CHECK(detail::step_gpu_end(s) == 2000);
+  detail::apply_samples(s, ramp());
+  CHECK(busy_share(s.spans[0].counters) == Approx(0.45));
+  CHECK(busy_share(s.spans[1].counters) == Approx(0.2));   // samples 1, 2, 3
+  CHECK(busy_share(s.spans[2].counters) == Approx(0.7));   // samples 5..9
+  CHECK_FALSE(s.spans[3].counters.measured());
+
+  SECTION("a step without a clock stamp gets no counters") {
+    step_activity u = s;
+    for (auto& t : u.spans) t.counters = {};
+    u.gpu_clock_ns = -1;
+    detail::apply_samples(u, ramp());
+    CHECK(detail::step_gpu_end(u) == -1);
+    for (const auto& t : u.spans) CHECK_FALSE(t.counters.measured());
+  }
+
+  SECTION("the attribution stage carries them into the step's report, phases summed over scopes") {
+    // A second forward scope in the same micro-batch: [1400, 1500) -> sample 4 (0.4).
+    s.spans.push_back(timed(span(phase_kind::forward, "forward", 3, 4, 5), 100, 400));
+    detail::apply_samples(s, ramp());
+    gpu_delivery d;
+    d.steps.push_back(s);
+    attribution_stage stage;
+    const auto reports = stage.add(d);
+    REQUIRE(reports.size() == 1);
+    const auto& r = reports[0];
+    CHECK_FALSE(r.kernels_measured);
+    CHECK(busy_share(r.total.counters) == Approx(0.45));
+    bool forward = false, backward = false;
+    for (const auto& p : r.phases) {
+      if (std::string(p.name) == "forward") {
+        forward = true;
+        CHECK(p.facts.counters.covered_ns == 400);
+        CHECK(busy_share(p.facts.counters) == Approx((0.1 + 0.2 + 0.3 + 0.4) / 4));
+      }
+      if (std::string(p.name) == "backward") {
+        backward = true;
+        CHECK(busy_share(p.facts.counters) == Approx(0.7));
+      }
+      if (std::string(p.name) == "optimizer") CHECK_FALSE(p.facts.counters.measured());
+    }
+    CHECK(forward);
+    CHECK(backward);
+  }
+}
