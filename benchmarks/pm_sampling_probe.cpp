@@ -2,9 +2,10 @@
 // time source on this machine? No LibTorch: the GPU work is device memsets, the idle gaps are host
 // sleeps with the GPU synchronized.
 //   1. Start: which counters one pass allows here, or the exact CUPTI failure.
-//   2. Clock: bursts of GPU work between two clock stamps (gpu_clock.hpp, %globaltimer), separated
-//      by idle gaps. If samples and stamps share a clock, the samples inside a burst read ~100% busy
-//      and those inside a gap ~0%. Also prints the raw clocks side by side.
+//   2. Clock: the samples' clock aligned with the GPU's by a calibration burst (measure_clock_alignment),
+//      then bursts of GPU work between two clock stamps (gpu_clock.hpp, %globaltimer), separated by
+//      idle gaps: with the alignment right, the samples inside a burst read ~100% busy and those inside
+//      a gap ~0%. Prints the raw clocks side by side, and the alignment measured again at the end (drift).
 //   3. Rate: samples decoded per second, the interval achieved, the decoder's CPU time, overflows.
 //   4. Together with CUPTI kernel records: a profiler with a CUPTI source recording every step runs
 //      phases while the sampler runs; both must deliver.
@@ -64,24 +65,26 @@ struct burner {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int interval_us = 20, bursts = 6;
+  int interval_us = 50, bursts = 6;
   double burst_ms = 10;
   CLI::App app{"Feasibility of CUPTI PM sampling as a GPU time source (clock, rate, coexistence with CUPTI records)."};
   app.add_option("--interval-us", interval_us, "sampling interval")->check(CLI::Range(1, 100000))->capture_default_str();
   app.add_option("--bursts", bursts, "busy bursts, each followed by an idle gap")->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_option("--burst-ms", burst_ms, "length of a burst and of a gap")->check(CLI::Range(0.1, 1000.0))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IONBF, 0);  // every line, even if the driver takes the process down
 
   std::printf("pm_sampling_probe: interval %d us, %d bursts of %.1f ms\n", interval_us, bursts, burst_ms);
   traceml::pm_sampler_options so;
   so.interval_ns = std::int64_t{interval_us} * 1000;
-  traceml::pm_sampler sampler(so);
   const std::int64_t t_start = traceml::now_ns();
-  if (!sampler.start()) {
+  // The process's sampler, as the profiler's source uses it (never disabled: step 4 takes it over).
+  traceml::pm_sampler& sampler = traceml::process_pm_sampler(so);
+  if (!sampler.running()) {
     std::printf("1. start: UNAVAILABLE: %s\n", sampler.why().c_str());
     return 0;
   }
-  std::printf("1. start: %.1f ms; %s\n", static_cast<double>(traceml::now_ns() - t_start) / 1e6, sampler.status().c_str());
+  std::printf("1. start: %.1f ms, %s\n", static_cast<double>(traceml::now_ns() - t_start) / 1e6, sampler.status().c_str());
 
   burner burn;
   if (!burn.init()) {
@@ -89,6 +92,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   traceml::gpu_clock clock(256);
+  const auto aligned = traceml::measure_clock_alignment(sampler, clock, so.interval_ns);
+  if (!aligned.ok) {
+    std::printf("2. clock alignment: FAILED: %s\n", aligned.why.c_str());
+    return 1;
+  }
+  std::printf("2. clock alignment: a %.3f ms burst seen as %.3f ms busy; samples' clock + %+.3f ms = GPU clock\n",
+              aligned.burst_ms, aligned.busy_ms, static_cast<double>(aligned.offset_ns) / 1e6);
   struct burst { int a = -1, b = -1; std::int64_t ta = -1, tb = -1; };
   std::vector<burst> bs(static_cast<std::size_t>(bursts));
   const std::int64_t cpu_mono0 = clock_ns(CLOCK_MONOTONIC), cpu_real0 = clock_ns(CLOCK_REALTIME);
@@ -96,7 +106,7 @@ int main(int argc, char** argv) {
   cudaDeviceSynchronize();
   std::int64_t g0 = -1;
   clock.read(s0, g0);
-  std::printf("2. clocks side by side: GPU %%globaltimer %lld, CLOCK_REALTIME %lld (GPU - realtime %+.3f ms), "
+  std::printf("   clocks side by side: GPU %%globaltimer %lld, CLOCK_REALTIME %lld (GPU - realtime %+.3f ms), "
               "CLOCK_MONOTONIC %lld%s\n",
               static_cast<long long>(g0), static_cast<long long>(cpu_real0),
               static_cast<double>(g0 - cpu_real0) / 1e6, static_cast<long long>(cpu_mono0),
@@ -117,6 +127,8 @@ int main(int argc, char** argv) {
   sampler.flush();
   const std::int64_t wall = traceml::now_ns() - wall0;
   auto samples = sampler.take();
+  const std::int64_t raw_last_end = samples.empty() ? 0 : samples.back().end_ns;
+  traceml::shift_samples(samples, aligned.offset_ns);
   std::printf("   %zu samples; first [%lld, %lld], last ends %lld; first stamp %lld\n", samples.size(),
               samples.empty() ? 0LL : static_cast<long long>(samples.front().begin_ns),
               samples.empty() ? 0LL : static_cast<long long>(samples.front().end_ns),
@@ -146,6 +158,21 @@ int main(int argc, char** argv) {
     std::printf("   burst %zu: first busy sample begins %+.3f us from the stamp\n", i,
                 edge < 0 ? 0.0 : static_cast<double>(edge - bs[i].ta) / 1e3);
   }
+  // Which clock CUPTI stamped the samples with: the raw end of the last one beside the clocks now.
+  {
+    const int sn = clock.stamp(nullptr);
+    cudaDeviceSynchronize();
+    std::int64_t gnow = -1;
+    clock.read(sn, gnow);
+    std::printf("   raw last sample end %lld; now: GPU %lld, CLOCK_MONOTONIC %lld, CLOCK_REALTIME %lld\n",
+                static_cast<long long>(raw_last_end), static_cast<long long>(gnow),
+                static_cast<long long>(clock_ns(CLOCK_MONOTONIC)), static_cast<long long>(clock_ns(CLOCK_REALTIME)));
+  }
+  const auto again = traceml::measure_clock_alignment(sampler, clock, so.interval_ns, aligned.offset_ns,
+                                                      2 * traceml::clock_calibration_burst_ns);
+  std::printf("   alignment again after %.2f s: %s %+.3f us from the first\n", static_cast<double>(traceml::now_ns() - wall0) / 1e9,
+              again.ok ? "offset moved" : ("FAILED (" + again.why + ")").c_str(),
+              again.ok ? static_cast<double>(again.offset_ns - aligned.offset_ns) / 1e3 : 0.0);
   const auto st = sampler.stats();
   std::printf("3. rate: %llu samples in %.3f s of GPU time (%.0f per s), mean interval %.2f us (asked %d), %llu decode "
               "passes, decoder %.3f ms of CPU per s of run, %llu overflows\n",
@@ -154,7 +181,7 @@ int main(int argc, char** argv) {
               st.mean_interval_ns / 1e3, interval_us, static_cast<unsigned long long>(st.decode_passes),
               static_cast<double>(st.decode_cpu_ns) / 1e6 / (static_cast<double>(wall) / 1e9),
               static_cast<unsigned long long>(st.overflows));
-  sampler.stop();
+  sampler.keep_samples(false);
 
   // 4. With CUPTI kernel records on every step, through the source the profiler uses.
   {
@@ -203,6 +230,12 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("   status: %s\n", r.summary.gpu_status.c_str());
+    // The run's summary: the two sources side by side on the same recorded steps.
+    for (const auto& p : r.summary.phases)
+      if (p.counters)
+        std::printf("   %-10s counters busy %.2f%% on %zu sampled steps; on %zu recorded steps counters %.2f%% vs records %.2f%%\n",
+                    p.name.c_str(), 100.0 * p.counters->busy_share, p.counters->steps, p.counters->recorded_steps,
+                    100.0 * p.counters->recorded_counter_busy_share, 100.0 * p.counters->recorded_kernel_busy_share);
   }
   cudaFree(burn.buf);
   return 0;

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Checks a traceml JSON summary for impossible numbers: every share within [0, 1], every percentage
-within [0, 100], busy + idle == window wherever the three are given, and every statistics object
-with a count. Prints one line per problem and exits 1 when there is any.
+"""Checks a traceml JSON summary for impossible numbers: every share and every coverage within
+[0, 1] (null: not measured), every percentage within [0, 100], busy + idle == window wherever the
+three are given, every statistics object with a count, and every hardware-counter object resting on
+no more steps than its sample set has (sampled steps are measured steps; the agreement's steps are
+sampled and recorded). Prints one line per problem and exits 1 when there is any.
 
     scripts/check_summary.py out/accumulation_summary.json
 """
@@ -16,6 +18,8 @@ def walk(node, path, problems):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 if "share" in key and not -1e-9 <= value <= 1 + 1e-9:
                     problems.append(f"{here} = {value}: a share outside [0, 1]")
+                if key == "coverage" and not -1e-9 <= value <= 1 + 1e-9:
+                    problems.append(f"{here} = {value}: a coverage outside [0, 1]")
                 if key.endswith("_pct") and not -1e-6 <= value <= 100 + 1e-6:
                     problems.append(f"{here} = {value}: a percentage outside [0, 100]")
         if all(k in node for k in ("busy_ms", "idle_ms", "window_ms")):
@@ -32,6 +36,43 @@ def walk(node, path, problems):
             walk(value, f"{path}[{n}]", problems)
 
 
+def check_counters(counters, path, measured_steps, recorded_steps, problems):
+    """One hardware-counter object: its steps within the measured ones, its statistics over those
+    steps, its agreement over recorded steps among them."""
+    steps = counters.get("steps")
+    if not isinstance(steps, int):
+        problems.append(f"{path}: hardware counters without a step count")
+        return
+    if steps > measured_steps:
+        problems.append(f"{path}.steps = {steps}: more sampled steps than the {measured_steps} measured")
+    for key in ("window_ms", "busy_ms", "idle_ms"):
+        stats = counters.get(key)
+        if isinstance(stats, dict) and stats.get("count") != steps:
+            problems.append(f"{path}.{key}.count = {stats.get('count')}: not the {steps} sampled steps")
+    agreement = counters.get("agreement_on_recorded")
+    if isinstance(agreement, dict) and isinstance(agreement.get("steps"), int):
+        both = agreement["steps"]
+        if both > steps or both > recorded_steps:
+            problems.append(f"{path}.agreement_on_recorded.steps = {both}: more than the {steps} sampled "
+                            f"or the {recorded_steps} recorded steps")
+
+
+def check_sample_sets(doc, problems):
+    for n, run in enumerate(doc.get("runs", []) if isinstance(doc, dict) else []):
+        summary = run.get("summary", {}) if isinstance(run, dict) else {}
+        if not isinstance(summary.get("steps"), int) or not isinstance(summary.get("warmup_steps"), int):
+            continue
+        measured = summary["steps"] - summary["warmup_steps"]
+        recorded = summary.get("recording", {}).get("recorded_steps", 0)
+        here = f"$.runs[{n}].summary"
+        step_counters = summary.get("gpu", {}).get("step_counters")
+        if isinstance(step_counters, dict):
+            check_counters(step_counters, f"{here}.gpu.step_counters", measured, recorded, problems)
+        for m, phase in enumerate(summary.get("phases", [])):
+            if isinstance(phase, dict) and isinstance(phase.get("counters"), dict):
+                check_counters(phase["counters"], f"{here}.phases[{m}].counters", measured, recorded, problems)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -39,6 +80,7 @@ def main():
         doc = json.load(f)
     problems = []
     walk(doc, "$", problems)
+    check_sample_sets(doc, problems)
     for p in problems:
         print(p)
     print(f"{sys.argv[1]}: {len(problems)} problem(s)")

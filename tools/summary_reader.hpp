@@ -1,6 +1,7 @@
-// traceml tools: reads a saved JSON summary (schema "traceml.summary/2", docs/json-schema.md) back
+// traceml tools: reads a saved JSON summary (schema "traceml.summary/3", docs/json-schema.md) back
 // into run_results, the exact inverse of sinks/json_summary.hpp: writing what was read gives the
-// same text. The `traceml` command uses it to show, compare and report saved runs with the same
+// same text. A "traceml.summary/2" document (written before hardware counters) reads too, without
+// counter figures. The `traceml` command uses it to show, compare and report saved runs with the same
 // sinks the profiler uses. Needs nlohmann-json, so it stays outside the core.
 //
 //   auto saved = traceml::tools::read_summary_file("mlp_summary.json");   // throws summary_error
@@ -45,6 +46,10 @@ struct saved_summary {
 namespace detail {
 // Ordered, so that `config` keeps the order it was written in.
 using json = nlohmann::ordered_json;
+
+/// The schema before hardware counters: the same layout less every counter field, so it reads as a
+/// run without counters (counter objects absent, baseline counter_busy_ms -1).
+inline constexpr const char* schema_without_counters = "traceml.summary/2";
 
 /// Phase names of GPU facts are `const char*` (the profiler's interned names): read names get
 /// storage that lives as long as the program, like the profiler's.
@@ -121,6 +126,8 @@ class object_reader {
   /// Milliseconds back to the nanoseconds they were written from (exact: the writer's text
   /// round-trips the double, and ns / 1e6 * 1e6 rounds back to ns).
   std::int64_t ns(const char* key) const { return std::llround(number(key) * 1e6); }
+  /// A figure that may not have been measured: the writer's null reads back as -1.
+  double measured(const char* key) const { return get(key).is_null() ? -1 : number(key); }
 
   /// Calls f(object_reader) for each element of the array `key`.
   template <class F>
@@ -154,10 +161,42 @@ inline std::optional<summary_stats> read_optional_stats(const object_reader& r, 
   return read_stats(r.object(key));
 }
 
+/// The share-weighted sum a written share came from: share x time, which divides back to the same
+/// share (checked, and nudged by the last bit where the product's rounding would not), so that the
+/// share written again is the share read.
+inline double sum_for_share(double share, std::int64_t over_ns) {
+  double sum = share * static_cast<double>(over_ns);
+  for (int nudges = 0; nudges < 4 && share_of(sum, over_ns) != share; ++nudges)
+    sum = std::nextafter(sum, share_of(sum, over_ns) < share ? std::numeric_limits<double>::infinity()
+                                                             : -std::numeric_limits<double>::infinity());
+  return sum;
+}
+
+/// Inverse of write_counter_facts. Only shares were written, so a tensor or DRAM share is taken over
+/// the whole covered time (the GPU either has that counter on every sample or on none).
+inline counter_facts read_counter_facts(const object_reader& r) {
+  counter_facts c;
+  c.covered_ns = r.ns("covered_ms");
+  if (c.covered_ns <= 0) throw summary_error(r.at("covered_ms") + ": counters written, but no time covered");
+  c.samples = static_cast<std::uint32_t>(r.count("samples"));
+  c.busy_ns = sum_for_share(r.number("busy_share"), c.covered_ns);
+  c.sm_active_ns = sum_for_share(r.number("sm_active_share"), c.covered_ns);
+  if (r.has("tensor_share")) {
+    c.tensor_covered_ns = c.covered_ns;
+    c.tensor_ns = sum_for_share(r.number("tensor_share"), c.covered_ns);
+  }
+  if (r.has("dram_share")) {
+    c.dram_covered_ns = c.covered_ns;
+    c.dram_ns = sum_for_share(r.number("dram_share"), c.covered_ns);
+  }
+  return c;
+}
+
 /// Inverse of write_gpu_facts: fields absent from an unrecorded step keep their "not measured" values.
 inline gpu_facts read_gpu_facts(const object_reader& r, bool kernels_measured) {
   gpu_facts f;
   if (r.has("gpu_span_ms")) f.span_ns = r.ns("gpu_span_ms");
+  if (r.has("counters")) f.counters = read_counter_facts(r.object("counters"));
   if (!kernels_measured) return f;
   if (r.has("window_ms")) {
     f.window_ns = r.ns("window_ms");
@@ -191,6 +230,25 @@ inline kernel_summary read_kernel_summary(const object_reader& r) {
                                           t.number("ms_per_step"), t.number("mean_us")});
   });
   return k;
+}
+
+inline counter_summary read_counter_summary(const object_reader& r) {
+  counter_summary c;
+  c.steps = r.size("steps");
+  c.window_ms = read_stats(r.object("window_ms"));
+  c.busy_ms = read_stats(r.object("busy_ms"));
+  c.idle_ms = read_stats(r.object("idle_ms"));
+  c.busy_share = r.number("busy_share");
+  c.sm_active_share = r.number("sm_active_share");
+  c.tensor_share = r.measured("tensor_share");
+  c.dram_share = r.measured("dram_share");
+  c.coverage = r.number("coverage");
+  c.samples_per_step = r.number("samples_per_step");
+  const auto a = r.object("agreement_on_recorded");
+  c.recorded_steps = a.size("steps");
+  c.recorded_counter_busy_share = a.measured("counters_busy_share");
+  c.recorded_kernel_busy_share = a.measured("kernel_records_busy_share");
+  return c;
 }
 
 inline step_gpu_report read_step_gpu(const object_reader& r, std::int32_t step) {
@@ -232,7 +290,8 @@ inline step_result read_step(const object_reader& r) {
   return st;
 }
 
-inline phase_summary read_phase_summary(const object_reader& r) {
+/// `counter_fields`: whether the document's schema has counter fields (not a "traceml.summary/2" one).
+inline phase_summary read_phase_summary(const object_reader& r, bool counter_fields) {
   phase_summary p;
   p.kind = r.kind("kind");
   p.name = r.text("name");
@@ -241,13 +300,15 @@ inline phase_summary read_phase_summary(const object_reader& r) {
   p.wall_ms = read_stats(r.object("wall_ms"));
   p.gpu_ms = read_optional_stats(r, "gpu_ms");
   if (r.has("kernels")) p.kernels = read_kernel_summary(r.object("kernels"));
+  if (r.has("counters")) p.counters = read_counter_summary(r.object("counters"));
   const auto b = r.object("baseline");
   p.baseline.wall_ms = b.number("wall_ms");
-  p.baseline.gpu_ms = b.get("gpu_ms").is_null() ? -1 : b.number("gpu_ms");
+  p.baseline.gpu_ms = b.measured("gpu_ms");
+  if (counter_fields) p.baseline.counter_busy_ms = b.measured("counter_busy_ms");
   return p;
 }
 
-inline run_summary read_run_summary(const object_reader& r) {
+inline run_summary read_run_summary(const object_reader& r, bool counter_fields) {
   run_summary s;
   s.steps = r.size("steps");
   s.warmup_steps = r.size("warmup_steps");
@@ -256,11 +317,12 @@ inline run_summary read_run_summary(const object_reader& r) {
   s.residual_ms = read_stats(r.object("residual_ms"));
   s.tokens_per_s = r.number("tokens_per_s");
   s.samples_per_s = r.number("samples_per_s");
-  r.each("phases", [&](const object_reader& p) { s.phases.push_back(read_phase_summary(p)); });
+  r.each("phases", [&](const object_reader& p) { s.phases.push_back(read_phase_summary(p, counter_fields)); });
   const auto g = r.object("gpu");
   s.gpu_status = g.text("status");
   s.step_gpu_ms = read_optional_stats(g, "step_gpu_ms");
   if (g.has("step_kernels")) s.step_kernels = read_kernel_summary(g.object("step_kernels"));
+  if (g.has("step_counters")) s.step_counters = read_counter_summary(g.object("step_counters"));
   s.peak_allocated_bytes = g.integer("peak_allocated_bytes");
   s.peak_reserved_bytes = g.integer("peak_reserved_bytes");
   s.unattributed_kernels = g.count("unattributed_kernels");
@@ -280,7 +342,7 @@ inline run_summary read_run_summary(const object_reader& r) {
   return s;
 }
 
-inline run_result read_run(const object_reader& r) {
+inline run_result read_run(const object_reader& r, bool counter_fields) {
   run_result run;
   run.name = r.text("name");
   const json& config = r.get("config");
@@ -289,7 +351,7 @@ inline run_result read_run(const object_reader& r) {
     if (!value.is_string()) throw summary_error(r.at("config") + "." + key + ": expected a string, found " + type_name(value));
     run.config.emplace_back(key, value.get<std::string>());
   }
-  run.summary = read_run_summary(r.object("summary"));
+  run.summary = read_run_summary(r.object("summary"), counter_fields);
   r.each("timeline", [&](const object_reader& b) {
     run.summary.timeline.push_back(step_bucket{static_cast<std::int32_t>(b.integer("first_step")),
                                                static_cast<std::uint32_t>(b.count("steps")), b.number("mean_ms"),
@@ -325,13 +387,15 @@ inline saved_summary parse_summary(const std::string& text) {
                         (doc.is_object() ? "no \"schema\" member" : std::string(detail::type_name(doc)) + ", not an object") +
                         ", expected \"" + json_schema + "\")");
   const auto& schema = doc["schema"];
-  if (!schema.is_string() || schema.get<std::string>() != json_schema)
+  const std::string schema_name = schema.is_string() ? schema.get<std::string>() : std::string();
+  if (schema_name != json_schema && schema_name != detail::schema_without_counters)
     throw summary_error(std::string("not a traceml summary (schema ") + schema.dump() + ", expected \"" + json_schema + "\")");
   // Paths name a run by its index: "runs[1].summary.step_ms: missing \"median\"".
   const detail::object_reader top(doc, "");
   saved_summary out;
   out.traceml_version = top.text("traceml_version");
-  top.each("runs", [&](const detail::object_reader& r) { out.runs.push_back(detail::read_run(r)); });
+  const bool counter_fields = schema_name == json_schema;
+  top.each("runs", [&](const detail::object_reader& r) { out.runs.push_back(detail::read_run(r, counter_fields)); });
   return out;
 }
 

@@ -1,4 +1,4 @@
-// traceml: the command line for saved runs. Reads JSON summaries (schema traceml.summary/2) and
+// traceml: the command line for saved runs. Reads JSON summaries (schema traceml.summary/3) and
 // prints or writes what the profiler would have, with the library's own sinks and comparison.
 //
 //   traceml show mlp_summary.json                       the terminal table of each run in the file
@@ -138,7 +138,7 @@ int html(const std::vector<std::string>& files, const std::string& out, const st
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"traceml: look at and compare saved runs (JSON summaries, schema traceml.summary/2)."};
+  CLI::App app{"traceml: look at and compare saved runs (JSON summaries, schema traceml.summary/3)."};
   app.require_subcommand(1);
   std::vector<std::string> files;
   std::string json_path, html_path, title = "traceml report";

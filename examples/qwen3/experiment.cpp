@@ -49,6 +49,7 @@ struct experiment_options {
   std::string data_file;             // little-endian uint32 token ids; empty: synthetic
   std::string gpu_timing = "auto";   // auto (CUPTI, else CUDA events) | events | off
   double record_budget = 0.5;        // % of step time CUPTI's kernel records may cost; 0: every step
+  bool hw_counters = true;           // GPU busy/SM activity on every step from hardware counters (PM sampling)
   bool checkpointing = true;         // the reference run used activation checkpointing
   bool cuda_graphs = false;          // replay each micro-batch's forward and backward from CUDA graphs
   int repeats = 1;
@@ -110,6 +111,7 @@ std::unique_ptr<traceml::gpu_source> make_gpu_source(const experiment_options& o
   traceml::gpu_source_options g;
   g.cupti = o.gpu_timing == "auto";
   g.cupti_opts.overhead_budget = o.record_budget / 100.0;
+  g.hardware_counters = o.hw_counters;
   g.current_stream = traceml::libtorch::current_stream_provider();
   g.memory = traceml::libtorch::caching_allocator_sampler();
   return traceml::make_best_gpu_source(g);
@@ -168,6 +170,9 @@ int main(int argc, char** argv) {
                  "percent of step time CUPTI's kernel records may cost: steps are recorded as the budget allows "
                  "(0: record every step, at CUPTI's full cost)")
       ->check(CLI::Range(0.0, 100.0))->capture_default_str();
+  app.add_flag("--hw-counters,!--no-hw-counters", o.hw_counters,
+               "GPU busy and SM activity of every phase on every step from hardware counters (CUPTI PM sampling; "
+               "default on, off when the GPU or its driver does not allow it)");
   app.add_flag("--checkpointing,!--no-checkpointing", o.checkpointing, "recompute each decoder layer in backward (default on)");
   app.add_flag("--cuda-graphs", o.cuda_graphs,
                "replay forward and backward from CUDA graphs captured per schedule (LibTorch 2.x with CUDA)");

@@ -14,8 +14,9 @@
 //   - the rest: data loading, user phases and host time outside those GPU windows.
 // It uses each run's baseline steps (no kernel records on them, nor on the step before), so the
 // profiler's recording cost is in none of the parts: forward/backward and optimizer GPU windows and
-// step time from those steps (CUDA events), busy time from the recorded steps (kernel durations do
-// not change when CUPTI's host-side cost is added), idle = window - busy. The parts add up to the gap
+// step time from those steps (CUDA events), busy time from hardware counters on those same steps
+// where both runs have them, else from the recorded steps (kernel durations do not change when
+// CUPTI's host-side cost is added), idle = window - busy. The parts add up to the gap
 // exactly, whatever number of steps was recorded. A gap inside the runs' noise (their p10..p90
 // step-time ranges overlap, or with repeats the ranges of their medians) is said to be noise and not
 // explained. Every number comes from the run summaries; this header picks, subtracts and words.
@@ -46,6 +47,10 @@ struct compared_phase {
   std::optional<double> kernel_ms;   ///< recorded steps only, like busy_ms and window_ms
   std::optional<double> busy_ms;
   std::optional<double> window_ms;
+  /// Hardware counters over the run's sampled steps (means): GPU busy inside the phase's window, and
+  /// the shares of that window the engine was busy and the SMs were active.
+  std::optional<double> counter_busy_ms;
+  double counter_busy_share = -1, sm_active_share = -1;
   phase_baseline baseline;
 };
 
@@ -75,6 +80,10 @@ struct compared_run {
   /// False when the run's steps were not kept: fb_kernels then merges each phase's top list, and a
   /// kernel missing from one of them is missing from the sum.
   bool fb_kernels_complete = true;
+  // Hardware-counter figures: sampled steps only (`sampled_steps` of them; normally every measured step).
+  std::size_t sampled_steps = 0;   ///< 0: no hardware counters
+  double fb_counter_busy_pct = -1; ///< GPU busy share of the forward+backward windows
+  double fb_sm_active_pct = -1;    ///< SMs active, share of the forward+backward windows
   std::optional<double> recording_cost;  ///< recording_summary::cost of the representative run
   baseline_means baseline;
   std::int64_t peak_allocated_bytes = -1;
@@ -82,6 +91,7 @@ struct compared_run {
   double ratio_to_fastest = 0;     ///< median step / the fastest column's; 0 without measured steps
 
   bool kernels() const noexcept { return recorded_steps > 0; }
+  bool counters() const noexcept { return sampled_steps > 0; }
   const compared_phase* find(const std::string& phase) const {
     for (const auto& p : phases)
       if (p.name == phase) return &p;
@@ -130,7 +140,7 @@ inline std::vector<kernel_figure> forward_backward_kernels(const run_result& run
 /// The phase columns and kernel figures of a column, from its representative run.
 inline void fill_phases(compared_run& c, const run_result& run) {
   const auto& s = run.summary;
-  double fb_idle = 0, fb_window = 0;
+  double fb_idle = 0, fb_window = 0, fb_counter_window = 0, fb_counter_busy = 0, fb_sm = 0;
   for (const auto& p : s.phases) {
     if (!p.top_level) continue;
     compared_phase cp;
@@ -157,10 +167,27 @@ inline void fill_phases(compared_run& c, const run_result& run) {
         fb_window += k.window_ms.mean;
       }
     }
+    if (p.counters) {
+      const auto& k = *p.counters;
+      cp.counter_busy_ms = k.busy_ms.mean;
+      cp.counter_busy_share = k.busy_share;
+      cp.sm_active_share = k.sm_active_share;
+      c.sampled_steps = std::max(c.sampled_steps, k.steps);
+      if (is_forward_backward(p.kind)) {
+        fb_counter_window += k.window_ms.mean;
+        fb_counter_busy += k.busy_ms.mean;
+        fb_sm += k.sm_active_share * k.window_ms.mean;
+      }
+    }
     c.phases.push_back(std::move(cp));
   }
   // Both over the same recorded steps and windows: a share in [0, 100].
   if (fb_window > 0) c.fb_idle_pct = 100.0 * fb_idle / fb_window;
+  // Over the same sampled steps and windows: shares in [0, 100].
+  if (fb_counter_window > 0) {
+    c.fb_counter_busy_pct = std::clamp(100.0 * fb_counter_busy / fb_counter_window, 0.0, 100.0);
+    c.fb_sm_active_pct = std::clamp(100.0 * fb_sm / fb_counter_window, 0.0, 100.0);
+  }
   if (c.recorded_steps) c.fb_kernels = forward_backward_kernels(run, c.fb_kernels_complete);
 }
 }  // namespace detail
@@ -223,7 +250,11 @@ struct gap_breakdown {
   double fb_busy_ms = 0;    ///< more GPU busy time inside forward/backward
   double optimizer_ms = 0;  ///< fixed per-step cost difference (its GPU window where measured)
   double other_ms = 0;      ///< data loading, user phases, host time outside those GPU windows
-  bool gpu = false;         ///< busy/idle known (kernel records in both runs)
+  bool gpu = false;         ///< busy/idle known (hardware counters or kernel records in both runs)
+  /// Where busy time came from: hardware counters on the very baseline steps the windows are from
+  /// (preferred: one sample set for window, busy and idle), else the kernel records of the recorded steps.
+  enum class busy_source { none, hardware_counters, kernel_records } busy_from = busy_source::none;
+  double slow_sm_active_pct = -1, fast_sm_active_pct = -1;  ///< SMs active in the fwd+bwd windows (counters)
   bool gpu_windows = false; ///< forward/backward windows are GPU-side (events), not wall time
   double kernel_ratio = 0;  ///< kernels per step, slow / fast
   double slow_mean_kernel_us = 0, fast_mean_kernel_us = 0;  ///< mean forward+backward kernel duration
@@ -270,6 +301,19 @@ inline double fb_busy(const compared_run& c) {
   for (const auto& p : c.phases)
     if (is_forward_backward(p.kind) && p.busy_ms) sum += *p.busy_ms;
   return sum;
+}
+/// Forward+backward busy from hardware counters on the baseline steps; nullopt unless every such
+/// phase was sampled on every baseline step (and the windows are GPU-side, from the same steps).
+inline std::optional<double> fb_counter_busy_on_baseline(const compared_run& c) {
+  double sum = 0;
+  bool any = false;
+  for (const auto& p : c.phases)
+    if (is_forward_backward(p.kind)) {
+      if (p.baseline.counter_busy_ms < 0 || p.baseline.gpu_ms < 0) return std::nullopt;
+      sum += p.baseline.counter_busy_ms;
+      any = true;
+    }
+  return any ? std::optional<double>(sum) : std::nullopt;
 }
 
 inline void kernel_deltas(gap_breakdown& g, const compared_run& slow, const compared_run& fast) {
@@ -323,14 +367,28 @@ inline gap_breakdown break_down_gap(const compared_run& slow, const compared_run
   g.fb_window_ms = baseline_window(slow, is_forward_backward) - baseline_window(fast, is_forward_backward);
   g.optimizer_ms = baseline_window(slow, is_optimizer) - baseline_window(fast, is_optimizer);
   g.other_ms = g.gap_ms - g.fb_window_ms - g.optimizer_ms;
-  g.gpu = slow.kernels() && fast.kernels() && g.forward_backward;
+  const auto slow_counters = fb_counter_busy_on_baseline(slow), fast_counters = fb_counter_busy_on_baseline(fast);
+  const bool counters = g.forward_backward && slow_counters && fast_counters;
+  const bool records = slow.kernels() && fast.kernels() && g.forward_backward;
+  g.gpu = counters || records;
   if (!g.gpu) return g;
   g.slow_recorded = slow.recorded_steps;
   g.fast_recorded = fast.recorded_steps;
-  // Busy time from the recorded steps (the GPU's own durations: recording's host-side cost does not
-  // change them); idle is the rest of the baseline window, so idle + busy = the window difference.
-  g.fb_busy_ms = fb_busy(slow) - fb_busy(fast);
+  g.slow_sm_active_pct = slow.fb_sm_active_pct;
+  g.fast_sm_active_pct = fast.fb_sm_active_pct;
+  if (counters) {
+    // Busy from the counters of the baseline steps themselves: window, busy and idle of one sample set.
+    g.busy_from = gap_breakdown::busy_source::hardware_counters;
+    g.fb_busy_ms = *slow_counters - *fast_counters;
+  } else {
+    // Busy time from the recorded steps (the GPU's own durations: recording's host-side cost does not
+    // change them).
+    g.busy_from = gap_breakdown::busy_source::kernel_records;
+    g.fb_busy_ms = fb_busy(slow) - fb_busy(fast);
+  }
+  // Idle is the rest of the baseline window, so idle + busy = the window difference.
   g.fb_idle_ms = g.fb_window_ms - g.fb_busy_ms;
+  if (!records) return g;
   g.kernel_ratio = fast.kernels_per_step > 0 ? slow.kernels_per_step / fast.kernels_per_step : 0;
   const auto mean_kernel_us = [](const compared_run& r) {
     return r.fb_kernels_per_step > 0 ? r.fb_kernel_ms * 1e3 / r.fb_kernels_per_step : 0;
@@ -365,14 +423,28 @@ inline std::string explain(const gap_breakdown& g) {
   if (!g.forward_backward) {
     out += "  - forward/backward: no forward or backward phase in both runs, so that part is in the rest.\n";
   } else if (g.gpu) {
+    const bool counters = g.busy_from == gap_breakdown::busy_source::hardware_counters;
+    const bool launches = g.kernel_ratio > 0;  // kernel records in both runs
     out += "  - GPU idle inside forward/backward: " + signed_ms(g.fb_idle_ms) + " (" + pct(g.fb_idle_ms) +
-           ") -- the GPU waited for the CPU to launch work. " + g.slow + " launches " + fixed_text(g.kernel_ratio, 1) +
-           "x as many kernels per step as " + g.fast + " (mean forward/backward kernel " +
-           fixed_text(g.slow_mean_kernel_us, 0) + " us vs " + fixed_text(g.fast_mean_kernel_us, 0) + " us).\n";
-    out += "  - GPU busy inside forward/backward: " + signed_ms(g.fb_busy_ms) + " (" + pct(g.fb_busy_ms) +
-           ") -- the same work took longer on the GPU (for smaller matrices: fewer SMs filled, less efficient tiles)" +
-           " (busy time from " + std::to_string(g.slow_recorded) + " and " + std::to_string(g.fast_recorded) +
-           " recorded steps).\n";
+           ") -- the GPU waited for the CPU to launch work.";
+    if (launches)
+      out += " " + g.slow + " launches " + fixed_text(g.kernel_ratio, 1) + "x as many kernels per step as " + g.fast +
+             " (mean forward/backward kernel " + fixed_text(g.slow_mean_kernel_us, 0) + " us vs " +
+             fixed_text(g.fast_mean_kernel_us, 0) + " us, from " + std::to_string(g.slow_recorded) + " and " +
+             std::to_string(g.fast_recorded) + " recorded steps).";
+    out += "\n  - GPU busy inside forward/backward: " + signed_ms(g.fb_busy_ms) + " (" + pct(g.fb_busy_ms) +
+           ") -- the same work took longer on the GPU (for smaller matrices: fewer SMs filled, less efficient tiles)";
+    if (counters) {
+      out += " (busy time from hardware counters on the same " + std::to_string(g.slow_steps) + " and " +
+             std::to_string(g.fast_steps) + " steps";
+      if (g.slow_sm_active_pct >= 0 && g.fast_sm_active_pct >= 0)
+        out += "; SMs active " + fixed_text(g.slow_sm_active_pct, 0) + "% vs " + fixed_text(g.fast_sm_active_pct, 0) +
+               "% of the forward/backward windows";
+      out += ").\n";
+    } else {
+      out += " (busy time from kernel records of " + std::to_string(g.slow_recorded) + " and " +
+             std::to_string(g.fast_recorded) + " recorded steps).\n";
+    }
   } else {
     out += "  - forward/backward " + window + ": " + signed_ms(g.fb_window_ms) + " (" + pct(g.fb_window_ms) +
            ") -- no kernel records in both runs, so idle and busy time cannot be told apart.\n";

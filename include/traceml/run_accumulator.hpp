@@ -77,10 +77,65 @@ class kernel_accumulator {
   std::vector<kernel_stat> kernels_;
 };
 
+/// Hardware-counter figures of one phase (or the step) over the sampled steps, as they stream in.
+class counter_accumulator {
+ public:
+  /// One sampled step: the phase's facts there (micro-batches summed; empty when it did not run) and
+  /// whether the step also had kernel records. A phase that ran but whose window no sample reached
+  /// (no GPU window) is not added: it would read as idle. Returns the busy time added (ms), or
+  /// nullopt when the step was not added.
+  std::optional<double> add(const gpu_facts& f, bool ran, bool recorded) {
+    const counter_facts& c = f.counters;
+    if (ran && !c.measured()) return std::nullopt;
+    const std::int64_t window = !ran ? 0 : f.span_ns >= 0 ? std::max(f.span_ns, c.covered_ns) : c.covered_ns;
+    const double share = ran ? std::max(busy_share(c), 0.0) : 0.0;
+    const double busy = share * static_cast<double>(window);
+    ++steps_;
+    window_.add(ms(window));
+    busy_.add(busy / 1e6);
+    idle_.add((static_cast<double>(window) - busy) / 1e6);
+    total_ += c;
+    window_total_ += static_cast<double>(window);
+    if (recorded && ran && f.window_ns > 0) {
+      recorded_counters_ += c;
+      recorded_kernel_busy_ += static_cast<double>(f.busy_ns);
+      recorded_window_ += static_cast<double>(f.window_ns);
+      ++recorded_steps_;
+    }
+    return busy / 1e6;
+  }
+  std::uint64_t steps() const noexcept { return steps_; }
+
+  counter_summary summary() const {
+    counter_summary k;
+    k.steps = static_cast<std::size_t>(steps_);
+    k.window_ms = window_.summary();
+    k.busy_ms = busy_.summary();
+    k.idle_ms = idle_.summary();
+    k.busy_share = std::max(busy_share(total_), 0.0);
+    k.sm_active_share = std::max(sm_active_share(total_), 0.0);
+    k.tensor_share = tensor_share(total_);
+    k.dram_share = dram_share(total_);
+    k.coverage = window_total_ > 0 ? std::clamp(static_cast<double>(total_.covered_ns) / window_total_, 0.0, 1.0) : 0;
+    k.samples_per_step = steps_ ? static_cast<double>(total_.samples) / static_cast<double>(steps_) : 0;
+    k.recorded_steps = static_cast<std::size_t>(recorded_steps_);
+    if (recorded_counters_.measured()) k.recorded_counter_busy_share = busy_share(recorded_counters_);
+    if (recorded_window_ > 0) k.recorded_kernel_busy_share = std::clamp(recorded_kernel_busy_ / recorded_window_, 0.0, 1.0);
+    return k;
+  }
+
+ private:
+  std::uint64_t steps_ = 0, recorded_steps_ = 0;
+  running_stats window_, busy_, idle_;
+  counter_facts total_, recorded_counters_;
+  double window_total_ = 0, recorded_kernel_busy_ = 0, recorded_window_ = 0;
+};
+
 /// How many steps of each sample set have been folded so far: a phase that appears late gets zeros
 /// for the steps of each set it missed, so that "absent" counts as 0 ms everywhere.
 struct set_counts {
   std::uint64_t measured = 0, timed = 0, baseline = 0, baseline_timed = 0, recorded = 0;
+  std::uint64_t sampled = 0, baseline_sampled = 0;  ///< hardware counters over the step window
 };
 
 /// One phase's statistics as steps stream in.
@@ -94,6 +149,10 @@ struct phase_accumulator {
   std::uint64_t all_gpu_steps = 0;
   kernel_accumulator kernels;
   bool ran_recorded = false;
+  counter_accumulator counters;
+  bool ran_sampled = false;
+  double baseline_counter_busy = 0, all_counter_busy = 0;  // ms, over the baseline / every sampled step
+  std::uint64_t baseline_counter_steps = 0, all_counter_steps = 0;
 
   /// Zeros for every step folded before this phase was known.
   void backfill(const set_counts& now) {
@@ -102,6 +161,10 @@ struct phase_accumulator {
     baseline_gpu_steps += now.baseline_timed - seen.baseline_timed;
     all_gpu_steps += now.timed - seen.timed;
     for (auto n = seen.recorded; n < now.recorded; ++n) kernels.add(0, gpu_facts{}, 0, {});
+    // The agreement figures use only steps on which the phase ran: the recorded ones it missed need no zeros.
+    for (auto n = seen.sampled; n < now.sampled; ++n) counters.add(gpu_facts{}, false, false);
+    baseline_counter_steps += now.baseline_sampled - seen.baseline_sampled;
+    all_counter_steps += now.sampled - seen.sampled;
     seen = now;
   }
 };
@@ -176,6 +239,7 @@ class run_accumulator {
     }
     if (step_gpu_.count()) s.step_gpu_ms = step_gpu_.summary();
     if (count_.recorded) s.step_kernels = step_kernels_.summary();
+    if (step_counters_.steps()) s.step_counters = step_counters_.summary();
     summarize_sets(s);
     for (const auto& pa : phases_) s.phases.push_back(phase_result(pa));
     s.peak_allocated_bytes = peak_allocated_;
@@ -188,6 +252,7 @@ class run_accumulator {
 
  private:
   static bool recorded(const step_result& st) { return st.gpu && st.gpu->kernels_measured; }
+  static bool sampled(const step_result& st) { return st.gpu && st.gpu->total.counters.measured(); }
 
   /// Phase order: first appearance over all steps, warm-up included, so that the table keeps the
   /// loop's order even when a phase first appears late.
@@ -266,6 +331,8 @@ class run_accumulator {
       for (const auto& p : st.gpu->phases) merge_kernels(all, p.kernels);
       step_kernels_.add(st.wall_ms, st.gpu->total, 0, all);
     }
+    const bool sam = sampled(st);
+    if (sam) step_counters_.add(st.gpu->total, true, rec);
     if (base) {
       baseline_step_.add(st.wall_ms);
       baseline_residual_ += st.residual_ms;
@@ -274,15 +341,17 @@ class run_accumulator {
     if (rec && recent_count_ > 0) recorded_ratio_.add(st.wall_ms / recent_untraced_median());
     // Also every measured step, for the baseline of a run whose every step was recorded.
     all_residual_ += st.residual_ms;
-    for (auto& pa : phases_) fold_phase(pa, st, timed, base, rec);
+    for (auto& pa : phases_) fold_phase(pa, st, timed, base, rec, sam);
     ++count_.measured;
     count_.timed += timed;
     count_.baseline += base;
     count_.baseline_timed += base && timed;
     count_.recorded += rec;
+    count_.sampled += sam;
+    count_.baseline_sampled += base && sam;
   }
 
-  void fold_phase(detail::phase_accumulator& pa, const step_result& st, bool timed, bool base, bool rec) {
+  void fold_phase(detail::phase_accumulator& pa, const step_result& st, bool timed, bool base, bool rec, bool sam) {
     const phase_time* p = st.find(pa.head.kind, pa.head.name);
     const double wall = p ? p->wall_ms : 0.0;
     detail::phase_on_step g;
@@ -309,11 +378,24 @@ class run_accumulator {
       pa.ran_recorded = pa.ran_recorded || g.any;
       pa.kernels.add(wall, g.facts, g.entries, g.kernels);
     }
+    if (sam) {
+      if (const auto busy = pa.counters.add(g.facts, g.any, rec)) {
+        pa.ran_sampled = pa.ran_sampled || g.any;
+        pa.all_counter_busy += *busy;
+        ++pa.all_counter_steps;
+        if (base) {
+          pa.baseline_counter_busy += *busy;
+          ++pa.baseline_counter_steps;
+        }
+      }
+    }
     ++pa.seen.measured;
     pa.seen.timed += timed;
     pa.seen.baseline += base;
     pa.seen.baseline_timed += base && timed;
     pa.seen.recorded += rec;
+    pa.seen.sampled += sam;
+    pa.seen.baseline_sampled += base && sam;
   }
 
   /// The median of the last (up to 5) untraced steps: the local baseline a recorded step is paired with.
@@ -359,7 +441,11 @@ class run_accumulator {
     const std::uint64_t gpu_steps = untraced ? a.baseline_gpu_steps : a.all_gpu_steps;
     ps.baseline.wall_ms = n > 0 ? (untraced ? a.baseline_wall : a.all_wall) / n : 0;
     ps.baseline.gpu_ms = n > 0 && gpu_steps == static_cast<std::uint64_t>(n) ? gpu_sum / n : -1;
+    const double counter_sum = untraced ? a.baseline_counter_busy : a.all_counter_busy;
+    const std::uint64_t counter_steps = untraced ? a.baseline_counter_steps : a.all_counter_steps;
+    ps.baseline.counter_busy_ms = n > 0 && counter_steps == static_cast<std::uint64_t>(n) ? counter_sum / n : -1;
     if (a.ran_recorded) ps.kernels = a.kernels.summary();  // zeros would read as "no kernels"
+    if (a.ran_sampled) ps.counters = a.counters.summary();
     return ps;
   }
 
@@ -379,6 +465,7 @@ class run_accumulator {
   std::uint64_t recent_count_ = 0;
   double baseline_residual_ = 0, all_residual_ = 0;
   detail::kernel_accumulator step_kernels_;
+  detail::counter_accumulator step_counters_;
   std::vector<phase_accumulator> phases_;
   std::unordered_map<phase_key, std::size_t, phase_key_hash> index_;
   std::int64_t peak_allocated_ = -1, peak_reserved_ = -1;

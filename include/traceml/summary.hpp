@@ -74,6 +74,30 @@ struct kernel_summary {
   std::vector<kernel_figure> top_kernels;  ///< merged over the steps first, then the longest top_kernel_count
 };
 
+/// What hardware-counter samples (CUPTI PM sampling, pm_sampling_source.hpp) say about one phase (or
+/// the whole step) over the *sampled* steps: measured steps whose step window the samples covered.
+/// Unlike kernel records, sampling costs nothing per launch, so this set is normally every measured
+/// step. Busy per step is the sampled busy share of the phase's GPU window (CUDA events) times that
+/// window; shares are sums over the steps divided by the time they were measured over, in [0, 1]. A
+/// sampled step on which the phase did not run counts as 0 ms.
+struct counter_summary {
+  std::size_t steps = 0;           ///< sampled steps (after warm-up) these figures rest on
+  summary_stats window_ms;         ///< the phase's GPU window (events) on those steps
+  summary_stats busy_ms;           ///< GPU engine busy inside the window (sampled share x window)
+  summary_stats idle_ms;           ///< window - busy
+  double busy_share = 0;           ///< engine busy, share of the sampled time
+  double sm_active_share = 0;      ///< SMs active (averaged over SMs): below busy when work fills few SMs
+  double tensor_share = -1;        ///< tensor pipes active, share of peak; -1: not sampled on this GPU
+  double dram_share = -1;          ///< DRAM throughput, share of peak; -1: not sampled
+  double coverage = 0;             ///< sampled time / window time over those steps (the samples' reach)
+  double samples_per_step = 0;     ///< samples overlapping the phase, per step
+  /// The same counters on the steps that also had kernel records, beside the records' own busy share
+  /// there: the two sources' agreement, over one set of steps (`recorded_steps`; 0: none).
+  std::size_t recorded_steps = 0;
+  double recorded_counter_busy_share = -1;  ///< counters' busy share on those steps
+  double recorded_kernel_busy_share = -1;   ///< kernel records' busy / window on those steps
+};
+
 /// The explanation's sample set: per-step means over the measured steps on which kernel records were
 /// off (a schedule's warm-up steps had them on) and that do not follow a step with records on
 /// (recording's after-effects, which the budget charges too). These steps carry none of the profiler's recording cost, so a difference between
@@ -90,6 +114,8 @@ struct baseline_means {
 struct phase_baseline {
   double wall_ms = 0;
   double gpu_ms = -1;  ///< GPU time between the phase's boundaries; -1 unless measured on every baseline step
+  /// GPU busy inside those boundaries from hardware counters; -1 unless sampled on every baseline step.
+  double counter_busy_ms = -1;
 };
 
 /// Statistics of one phase over the measured steps (a step without the phase counts as 0 ms).
@@ -103,6 +129,7 @@ struct phase_summary {
   /// markers on recorded steps), over the steps where it was measured (gpu_ms->count).
   std::optional<summary_stats> gpu_ms;
   std::optional<kernel_summary> kernels;  ///< recorded steps only; nullopt when none was recorded
+  std::optional<counter_summary> counters;  ///< sampled steps only; nullopt without hardware counters
   phase_baseline baseline;
 };
 
@@ -150,6 +177,7 @@ struct run_summary {
   double samples_per_s = 0;
   std::optional<summary_stats> step_gpu_ms;    ///< GPU time of the step window (events or markers)
   std::optional<kernel_summary> step_kernels;  ///< the whole step window, recorded steps only
+  std::optional<counter_summary> step_counters;  ///< the whole step window, sampled steps only
   recording_summary recording;
   baseline_means baseline;
   std::int64_t peak_allocated_bytes = -1;

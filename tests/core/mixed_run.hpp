@@ -16,14 +16,24 @@
 //               elementwise 50 x 10 us); optimizer window 2.5, busy 0.5, 10 launches (adam 10 x 40 us);
 //               dataloader window 0.5, busy 0; step window 31.5, busy 18.5
 //   step 6 (after the recorded one): forward 2 x 5, otherwise unrecorded                -> wall 26
+//   hardware counters (PM samples covering every GPU window whole, one sample per 20 us) on every
+//               step but step 6: busy share / SM active / tensor / DRAM of forward 0.5/0.25/0.2/0.1,
+//               backward 0.8/0.6/0.5/0.3, optimizer 0.4/0.2/0/0.6, dataloader 0/0/0/0, eval 1/0.9/0.8/0.2;
+//               on the recorded step forward 0.6, backward 0.7 busy (records say 3/5.5 and 6/8.5); the
+//               step's counters are the sum of its phases'
 // Hand-computed (measured steps 2..11):
 //   step mean (24*6 + 28*2 + 35 + 26) / 10 = 26.1; baseline = steps 2,3,4,7,8,9,10,11 (8 steps):
 //   mean (24*6 + 28*2) / 8 = 25, median 24; recording cost 35 / 24 - 1.
 //   forward kernels (1 step): wall 12, window 11, busy 6, idle 5, busy share 6/11; 200 launches/step,
 //   100 per micro-batch; forward baseline wall 8, GPU 7. eval: wall mean 0.8, baseline wall 1, GPU 0.875.
+//   counters, sampled steps 2,3,4,5,7..11 (9): forward busy (8 x 3.5 + 6.6) / 9 = 3.8444 ms, busy share
+//   34.6 / 67, SM 0.25, window (8 x 7 + 11) / 9; on the recorded step counters 0.6 against records 6/11;
+//   forward baseline counter busy 3.5 (every baseline step sampled); backward baseline 8.8; eval busy
+//   share 1, busy mean 2 x 3.5 / 9.
 #pragma once
 #include <traceml/run_accumulator.hpp>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -36,6 +46,7 @@ struct mixed_run_shape {
   double fb_scale = 1.0;      ///< forward/backward wall and GPU time on every step
   double busy_scale = 1.0;    ///< busy time of the recorded step's forward/backward
   double launch_scale = 1.0;  ///< launches of the recorded step's forward/backward
+  double counter_scale = 1.0; ///< forward/backward busy shares from hardware counters (capped at 1)
 };
 
 namespace detail_mixed {
@@ -48,6 +59,19 @@ inline traceml::phase_gpu_facts gpu_phase(traceml::phase_kind kind, const char* 
   f.microbatch = micro;
   f.facts.span_ns = ns(span_ms);
   return f;
+}
+
+/// Hardware-counter facts of a phase entry: samples covering its whole GPU window with these shares.
+inline void add_counters(traceml::phase_gpu_facts& f, double busy, double sm, double tensor, double dram) {
+  auto& c = f.facts.counters;
+  c.covered_ns = f.facts.span_ns;
+  c.samples = static_cast<std::uint32_t>(f.facts.span_ns / 20000);
+  const auto w = static_cast<double>(c.covered_ns);
+  c.busy_ns = busy * w;
+  c.sm_active_ns = sm * w;
+  c.tensor_ns = tensor * w;
+  c.dram_ns = dram * w;
+  c.tensor_covered_ns = c.dram_covered_ns = c.covered_ns;
 }
 
 /// Kernel facts of a recorded phase entry: window, busy, and kernels given as (name, launches, us each).
@@ -72,7 +96,7 @@ inline traceml::run_result mixed_run(const mixed_run_shape& shape = {}, std::siz
   std::vector<traceml::step_result> steps;
   for (int i = 0; i < 12; ++i) {
     const double slow = i < 2 ? 3.0 : 1.0;
-    const bool recorded = i == 5, after = i == 6, eval = i == 3 || i == 9;
+    const bool recorded = i == 5, after = i == 6, eval = i == 3 || i == 9, sampled = i != 6;
     const double fwd = (recorded ? 6.0 : after ? 5.0 : 4.0) * s * slow, bwd = (recorded ? 9.0 : 6.0) * s * slow;
     const double opt = (recorded ? 3.0 : 2.0) * slow, data = 1.0 * slow, residual = 1.0 * slow;
     traceml::step_result st;
@@ -98,9 +122,14 @@ inline traceml::run_result mixed_run(const mixed_run_shape& shape = {}, std::siz
     for (int m = 0; m < 2; ++m) {
       auto d = gpu_phase(phase_kind::dataloader, "dataloader", m, 0.5 * slow);
       if (recorded) add_kernels(d, 0.5, 0.0, {});
+      if (sampled) add_counters(d, 0, 0, 0, 0);
       g.phases.push_back(d);
       auto f = gpu_phase(phase_kind::forward, "forward", m, fspan);
       auto b = gpu_phase(phase_kind::backward, "backward", m, bspan);
+      if (sampled) {
+        add_counters(f, std::min(1.0, (recorded ? 0.6 : 0.5) * shape.counter_scale), 0.25, 0.2, 0.1);
+        add_counters(b, std::min(1.0, (recorded ? 0.7 : 0.8) * shape.counter_scale), 0.6, 0.5, 0.3);
+      }
       if (recorded) {
         const double L = shape.launch_scale;
         add_kernels(f, fspan, 3.0 * shape.busy_scale,
@@ -111,10 +140,16 @@ inline traceml::run_result mixed_run(const mixed_run_shape& shape = {}, std::siz
       g.phases.push_back(f);
       g.phases.push_back(b);
     }
-    if (eval) g.phases.push_back(gpu_phase(phase_kind::user, "eval", -1, 3.5));
+    if (eval) {
+      auto e = gpu_phase(phase_kind::user, "eval", -1, 3.5);
+      if (sampled) add_counters(e, 1.0, 0.9, 0.8, 0.2);
+      g.phases.push_back(e);
+    }
     auto o = gpu_phase(phase_kind::optimizer, "optimizer", -1, ospan);
     if (recorded) add_kernels(o, ospan, 0.5, {{"adam", 10, 40.0}});
+    if (sampled) add_counters(o, 0.4, 0.2, 0, 0.6);
     g.phases.push_back(o);
+    for (const auto& p : g.phases) g.total.counters += p.facts.counters;
     const double step_span = 2 * 0.5 * slow + 2 * fspan + 2 * bspan + ospan + (eval ? 3.5 : 0.0);
     g.total.span_ns = ns(step_span);
     if (recorded) {
@@ -134,7 +169,7 @@ inline traceml::run_result mixed_run(const mixed_run_shape& shape = {}, std::siz
   r.config = {{"schedule", "2x2"}};
   r.steps = steps;
   r.summary = traceml::summarize_run(steps, warmup);
-  r.summary.gpu_status = "CUPTI kernel records on 1 step, CUDA-event phase timing on every step";
+  r.summary.gpu_status = "CUPTI kernel records on 1 step, CUDA-event phase timing on every step, hardware counters on 11";
   return r;
 }
 

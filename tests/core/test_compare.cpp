@@ -163,7 +163,9 @@ TEST_CASE("the gap splits into idle, busy, optimizer and the rest, from untraced
   CHECK(contains(text, "GPU idle inside forward/backward: +46.0 ms (85%)"));
   CHECK(contains(text, "GPU busy inside forward/backward: +6.0 ms (11%)"));
   CHECK(contains(text, "3.9x as many kernels"));
-  CHECK(contains(text, "busy time from 4 and 4 recorded steps"));
+  CHECK(contains(text, "busy time from kernel records of 4 and 4 recorded steps"));
+  CHECK(contains(text, "from 4 and 4 recorded steps)."));  // the launch figures' own sample set
+  CHECK(g.busy_from == gap_breakdown::busy_source::kernel_records);  // these runs have no hardware counters
   CHECK(contains(text, "   20.00 ms (800x) vs     0.00 ms (0x)  gemm_small_tile_backward"));
 
   const auto table = format_comparison_table(c.runs, {{"MFU %", {"1.0", "2.0"}}});
@@ -224,8 +226,21 @@ TEST_CASE("the hand-made mixed run: the explanation's parts come from one set ea
   CHECK(g.slow_steps == 8);                 // steps 2..11 without 5 (recorded) and 6 (after it)
   CHECK(g.gap_ms == Approx(20));            // 45 - 25
   CHECK(g.fb_window_ms == Approx(18));      // (14 + 22) - (7 + 11)
-  CHECK(g.fb_busy_ms == Approx(9));         // (9 + 18) - (6 + 12)
-  CHECK(g.fb_idle_ms == Approx(9));
+  // Busy from the hardware counters of the same 8 baseline steps: forward 0.5, backward 0.8 of the
+  // windows, (0.5 x 14 + 0.8 x 22) - (0.5 x 7 + 0.8 x 11) = 24.6 - 12.3.
+  CHECK(g.busy_from == gap_breakdown::busy_source::hardware_counters);
+  CHECK(g.fb_busy_ms == Approx(12.3));
+  CHECK(g.fb_idle_ms == Approx(5.7));
+  // Over the 9 sampled steps: forward busy 34.6 of 67 ms, backward 8 x 8.8 + 11.9 = 82.3 of 105 ms;
+  // SMs 0.25 x 67 + 0.6 x 105. The slow run's windows are twice as long at the same shares.
+  CHECK(fast.sampled_steps == 9);
+  CHECK(fast.fb_counter_busy_pct == Approx(100.0 * 116.9 / 172));
+  CHECK(fast.fb_sm_active_pct == Approx(100.0 * 79.75 / 172));
+  CHECK(slow.fb_counter_busy_pct == Approx(100.0 * 116.9 / 172));
+  CHECK(g.slow_sm_active_pct == Approx(100.0 * 79.75 / 172));
+  CHECK(g.fast_sm_active_pct == Approx(100.0 * 79.75 / 172));
+  CHECK(contains(c.explanation, "busy time from hardware counters on the same 8 and 8 steps; SMs active 46% vs 46%"));
+  CHECK(contains(format_comparison_table(c.runs), "hardware counters: 1x4 9, mixed 9 sampled steps"));
   CHECK(g.optimizer_ms == Approx(0).margin(1e-9));
   CHECK(g.other_ms == Approx(2));
   CHECK(g.slow_mean_kernel_us == Approx(31.6));
@@ -233,6 +248,26 @@ TEST_CASE("the hand-made mixed run: the explanation's parts come from one set ea
   CHECK(g.kernels[0].name == "gemm");
   CHECK(g.kernels[0].slow_ms == Approx(4 * 13.6));  // 4 x the launches at the same duration
   for (double part : {g.fb_idle_ms, g.fb_busy_ms, g.other_ms}) CHECK(part / g.gap_ms <= 1.0);
+}
+
+TEST_CASE("without hardware counters on every baseline step, busy comes from the recorded steps", "[compare]") {
+  traceml_test::mixed_run_shape slow_shape;
+  slow_shape.name = "1x4";
+  slow_shape.fb_scale = 2;
+  slow_shape.busy_scale = 1.5;
+  slow_shape.launch_scale = 4;
+  auto slow = traceml_test::mixed_run(slow_shape);
+  // One baseline step of the slow run without samples: its counters cannot stand for the baseline.
+  slow.steps[8].gpu->total.counters = {};
+  for (auto& p : slow.steps[8].gpu->phases) p.facts.counters = {};
+  slow.summary = summarize_run(slow.steps, 2);
+  const auto c = compare_two(slow, traceml_test::mixed_run());
+  REQUIRE(c.gap);
+  const auto& g = *c.gap;
+  CHECK(g.busy_from == gap_breakdown::busy_source::kernel_records);
+  CHECK(g.fb_busy_ms == Approx(9));  // (9 + 18) - (6 + 12), the recorded steps' kernel busy
+  CHECK(g.fb_idle_ms == Approx(9));
+  CHECK(contains(c.explanation, "busy time from kernel records of 1 and 1 recorded steps"));
 }
 
 TEST_CASE("with CUDA graphs the split uses the GPU-side windows and still adds up", "[compare]") {

@@ -286,6 +286,73 @@ TEST_CASE("summarize_run on recorded and unrecorded steps: each figure from one 
   CHECK(opt.kernels->kernels_per_microbatch == 0);  // outside micro-batches
 }
 
+TEST_CASE("summarize_run: hardware counters rest on the sampled steps, with their agreement on recorded ones", "[stats][mixed]") {
+  const auto run = traceml_test::mixed_run();
+  const auto& s = run.summary;
+  const auto phase = [&](const char* name) -> const phase_summary& {
+    for (const auto& p : s.phases)
+      if (p.name == name) return p;
+    FAIL("no phase " << name);
+    throw;
+  };
+  const auto& fwd = phase("forward");
+  REQUIRE(fwd.counters);
+  const auto& c = *fwd.counters;
+  CHECK(c.steps == 9);  // measured steps 2..11 without the unsampled step 6
+  CHECK(c.window_ms.count == 9);
+  CHECK(c.window_ms.mean == Approx(67.0 / 9));
+  CHECK(c.busy_ms.mean == Approx(34.6 / 9));
+  CHECK(c.idle_ms.mean == Approx((67.0 - 34.6) / 9));
+  CHECK(c.busy_share == Approx(34.6 / 67));
+  CHECK(c.sm_active_share == Approx(0.25));
+  CHECK(c.tensor_share == Approx(0.2));
+  CHECK(c.dram_share == Approx(0.1));
+  CHECK(c.coverage == Approx(1));
+  CHECK(c.samples_per_step == Approx(3350.0 / 9));
+  CHECK(c.recorded_steps == 1);  // the same step for both sources
+  CHECK(c.recorded_counter_busy_share == Approx(0.6));
+  CHECK(c.recorded_kernel_busy_share == Approx(6.0 / 11));
+  CHECK(fwd.baseline.counter_busy_ms == Approx(3.5));  // every baseline step was sampled
+  CHECK(phase("backward").baseline.counter_busy_ms == Approx(8.8));
+  CHECK(phase("dataloader").counters->busy_share == 0);
+
+  const auto& eval = phase("eval");  // ran on 2 of the 9 sampled steps: zeros on the others
+  REQUIRE(eval.counters);
+  CHECK(eval.counters->steps == 9);
+  CHECK(eval.counters->busy_ms.mean == Approx(7.0 / 9));
+  CHECK(eval.counters->busy_share == Approx(1));
+  CHECK(eval.counters->recorded_steps == 0);
+  CHECK(eval.counters->recorded_counter_busy_share == -1);
+  CHECK(eval.baseline.counter_busy_ms == Approx(0.875));
+
+  REQUIRE(s.step_counters);
+  CHECK(s.step_counters->steps == 9);
+  CHECK(s.step_counters->busy_share == Approx(129.7 / 202.5));
+  CHECK(s.step_counters->busy_ms.mean == Approx(129.7 / 9));
+  CHECK(s.step_counters->recorded_counter_busy_share == Approx(19.5 / 31.5));
+  CHECK(s.step_counters->recorded_kernel_busy_share == Approx(18.5 / 31.5));
+}
+
+TEST_CASE("summarize_run: a baseline step without samples leaves no counter baseline; no counters, no summary", "[stats][mixed]") {
+  auto run = traceml_test::mixed_run();
+  run.steps[8].gpu->total.counters = {};  // a baseline step the samples did not reach
+  for (auto& p : run.steps[8].gpu->phases) p.facts.counters = {};
+  const auto s = summarize_run(run.steps, 2);
+  for (const auto& p : s.phases) {
+    INFO(p.name);
+    CHECK(p.baseline.counter_busy_ms == -1);  // not every baseline step: no mean to subtract
+    REQUIRE(p.counters);
+    CHECK(p.counters->steps == 8);
+  }
+  for (auto& st : run.steps) {
+    st.gpu->total.counters = {};
+    for (auto& p : st.gpu->phases) p.facts.counters = {};
+  }
+  const auto none = summarize_run(run.steps, 2);
+  CHECK_FALSE(none.step_counters);
+  for (const auto& p : none.phases) CHECK_FALSE(p.counters);
+}
+
 TEST_CASE("summarize_run: shares stay within [0, 1] and busy + idle = window, whatever mix of steps", "[stats][mixed]") {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> u(0.0, 1.0);

@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -19,6 +20,7 @@
 
 #include "standin_model.hpp"
 #include "traceml/gpu/cupti_source.hpp"
+#include "traceml/gpu/pm_sampling_source.hpp"
 #include "traceml/profiler.hpp"
 #include "traceml/torch_adapter.hpp"
 
@@ -30,6 +32,7 @@ traceml::gpu_source_options torch_options() {
   traceml::gpu_source_options o;
   o.current_stream = lt::current_stream_provider();
   o.memory = lt::caching_allocator_sampler();
+  o.hardware_counters = false;  // the hardware-counter test below turns them on
   return o;
 }
 
@@ -578,6 +581,57 @@ CATCH_TEST_CASE("default settings: GPU time of every phase on every step, kernel
   CATCH_CHECK(counted->kernels->kernels_per_step == Approx(37.0));
   CATCH_REQUIRE(r.summary.step_gpu_ms.has_value());
   CATCH_CHECK(r.summary.step_gpu_ms->count == r.summary.measured_steps());
+}
+
+CATCH_TEST_CASE("hardware counters on every phase of every step, agreeing with kernel records", "[gpu][pm]") {
+  mlp_loop loop;
+  loop.step(false);
+  auto o = torch_options();
+  o.hardware_counters = true;
+  o.cupti_opts.overhead_budget = 0;  // every step recorded: the two sources side by side on each
+  auto src = traceml::make_best_gpu_source(o);
+  CATCH_REQUIRE(src);
+  CATCH_REQUIRE(std::string(src->name()) == "cupti+pm");
+  auto* pm = dynamic_cast<traceml::pm_sampling_source*>(src.get());
+  CATCH_REQUIRE(pm);
+  if (!pm->sampling()) {  // a driver that restricts the counters: visible, not a pass
+    std::printf("SKIPPED hardware counters: %s\n", pm->why().c_str());
+    CATCH_CHECK(pm->status().find("hardware counters") != std::string::npos);
+    return;
+  }
+  std::printf("hardware counters: clock offset %+.3f ms (a %.1f ms burst seen as %.3f ms busy)\n",
+              static_cast<double>(pm->alignment().offset_ns) / 1e6, pm->alignment().burst_ms, pm->alignment().busy_ms);
+  const int steps = 30;
+  auto r = run_profiled(std::move(src), steps, [&](int) { loop.step(false); });
+  std::size_t sampled = 0;
+  for (auto& s : r.steps) {
+    CATCH_REQUIRE(s.gpu.has_value());
+    CATCH_CAPTURE(s.step);
+    if (!s.gpu->total.counters.measured()) continue;
+    ++sampled;
+    for (const char* name : {"forward", "backward"}) {
+      CATCH_CAPTURE(name);
+      const auto* p = phase(*s.gpu, name, 0);
+      CATCH_REQUIRE(p);
+      CATCH_CHECK(p->facts.counters.covered_ns > 0);
+      CATCH_CHECK(p->facts.counters.covered_ns <= p->facts.span_ns);
+      CATCH_CHECK(traceml::busy_share(p->facts.counters) > 0.5);  // large matrix products, back to back
+    }
+  }
+  std::printf("hardware counters: %zu of %d steps sampled; %s\n", sampled, steps, r.summary.gpu_status.c_str());
+  CATCH_CHECK(sampled == static_cast<std::size_t>(steps));
+  for (const auto& p : r.summary.phases) {
+    CATCH_CAPTURE(p.name);
+    CATCH_REQUIRE(p.counters.has_value());
+    CATCH_CHECK(p.counters->steps == r.summary.measured_steps());
+    CATCH_CHECK(p.counters->coverage > 0.95);
+    const auto& c = *p.counters;
+    std::printf("  %-10s busy: counters %6.2f%%, kernel records %6.2f%% on %zu recorded steps (%+.2f points); SM active %.1f%%\n",
+                p.name.c_str(), 100 * c.recorded_counter_busy_share, 100 * c.recorded_kernel_busy_share, c.recorded_steps,
+                100 * (c.recorded_counter_busy_share - c.recorded_kernel_busy_share), 100 * c.sm_active_share);
+    CATCH_CHECK(c.recorded_steps == r.summary.measured_steps());
+    CATCH_CHECK(std::abs(c.recorded_counter_busy_share - c.recorded_kernel_busy_share) < 0.05);
+  }
 }
 
 CATCH_TEST_CASE("one CUPTI source at a time - shut down cleanly and start again", "[gpu][degrade]") {

@@ -161,3 +161,46 @@ TEST_CASE("spans are placed on the GPU clock by the step's stamp and their event
     CHECK(backward);
   }
 }
+
+TEST_CASE("the samples' clock is aligned with the GPU's by a burst of known place and length", "[pm][clock]") {
+  // Samples of 50 us on a clock 7.3 ms behind the GPU's; the burst ran from GPU time 10,000,020 ns
+  // for 2 ms: on the samples' clock it starts 20 ns into the sample that begins at 2,700,000 and
+  // ends 20 ns into the one that begins at 4,700,000.
+  const std::int64_t shift = 7300000, begin = 10000020, end = begin + 2000000;
+  std::vector<pm_sample> v;
+  for (std::int64_t t = 1000000; t < 6000000; t += 50000) {
+    const std::int64_t lo = std::max(t, begin - shift), hi = std::min(t + 50000, end - shift);
+    v.push_back(sample(t, t + 50000, hi > lo ? static_cast<double>(hi - lo) / 50000.0 : 0.0));
+  }
+  SECTION("a clean burst: the offset to the nanosecond's order") {
+    const auto a = align_clocks(v, begin, end);
+    REQUIRE(a.ok);
+    CHECK(a.offset_ns == Approx(shift).margin(50));
+    CHECK(a.busy_ms == Approx(2.0).margin(0.01));
+    CHECK(a.burst_ms == Approx(2.0));
+    auto moved = v;
+    shift_samples(moved, a.offset_ns);
+    const auto in = measure_window(moved, begin, end);  // the burst reads busy on the GPU's clock
+    CHECK(busy_share(in) == Approx(1.0).margin(0.001));
+    CHECK(busy_share(measure_window(moved, end + 100000, end + 1000000)) == Approx(0.0));
+  }
+  SECTION("faint activity elsewhere does not move the centre") {
+    v.front().gpu_busy = 0.02;
+    v.back().gpu_busy = 0.03;
+    const auto a = align_clocks(v, begin, end);
+    REQUIRE(a.ok);
+    CHECK(a.offset_ns == Approx(shift).margin(50));
+  }
+  SECTION("other work on the GPU at the same time: refused, with the amounts") {
+    for (auto& s : v)
+      if (s.begin_ns < 2000000) s.gpu_busy = 1.0;  // 1 ms more
+    const auto a = align_clocks(v, begin, end);
+    CHECK_FALSE(a.ok);
+    CHECK(a.why.find("other work on the GPU") != std::string::npos);
+  }
+  SECTION("counters that saw nothing, or a burst that did not run") {
+    for (auto& s : v) s.gpu_busy = 0;
+    CHECK(align_clocks(v, begin, end).why.find("saw no GPU activity") != std::string::npos);
+    CHECK(align_clocks(v, begin, begin).why == "the calibration burst did not run");
+  }
+}

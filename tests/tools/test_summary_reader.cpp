@@ -91,23 +91,108 @@ TEST_CASE("a summary read back writes the same text", "[reader]") {
     CHECK(std::isnan(read.runs[1].summary.residual_ms.stddev));
     CHECK(read.runs[2].steps.empty());
   }
+  SECTION("the hardware counters are the hand-computed ones too, per phase, per step and per entry") {
+    const auto& s = read.runs[0].summary;
+    REQUIRE(s.phases[1].counters);
+    const auto& c = *s.phases[1].counters;
+    CHECK(c.steps == 9);
+    CHECK(c.busy_ms.count == 9);
+    CHECK(c.busy_ms.mean == Approx(34.6 / 9));
+    CHECK(c.busy_share == Approx(34.6 / 67));
+    CHECK(c.sm_active_share == Approx(0.25));
+    CHECK(c.tensor_share == Approx(0.2));
+    CHECK(c.dram_share == Approx(0.1));
+    CHECK(c.coverage == Approx(1));
+    CHECK(c.recorded_steps == 1);
+    CHECK(c.recorded_counter_busy_share == Approx(0.6));
+    CHECK(c.recorded_kernel_busy_share == Approx(6.0 / 11));
+    CHECK(s.phases[1].baseline.counter_busy_ms == Approx(3.5));
+    REQUIRE(s.phases[4].counters);  // eval: never on a recorded step
+    CHECK(s.phases[4].counters->recorded_counter_busy_share == -1);  // null read back as "not measured"
+    CHECK(s.phases[4].counters->recorded_kernel_busy_share == -1);
+    REQUIRE(s.step_counters);
+    CHECK(s.step_counters->busy_share == Approx(129.7 / 202.5));
+    CHECK_FALSE(read.runs[1].summary.step_counters);  // the CPU run: none, and no baseline either
+    CHECK(read.runs[1].summary.phases[0].baseline.counter_busy_ms == -1);
+    // Per step: what was written, exactly (shares, covered time, samples); step 6 was not sampled.
+    const auto& written_steps = runs[0].steps;
+    for (std::size_t i = 0; i < written_steps.size(); ++i) {
+      INFO("step " << i);
+      const auto& a = written_steps[i].gpu->total.counters;
+      const auto& b = read.runs[0].steps[i].gpu->total.counters;
+      CHECK(b.measured() == (i != 6));
+      CHECK(b.covered_ns == a.covered_ns);
+      CHECK(b.samples == a.samples);
+      CHECK(busy_share(b) == busy_share(a));
+      CHECK(sm_active_share(b) == sm_active_share(a));
+      CHECK(tensor_share(b) == tensor_share(a));
+      CHECK(dram_share(b) == dram_share(a));
+    }
+    const auto& f = read.runs[0].steps[5].gpu->phases[1].facts.counters;  // the recorded step's forward
+    CHECK(f.covered_ns == 5'500'000);
+    CHECK(f.samples == 275);
+    CHECK(busy_share(f) == Approx(0.6));
+  }
   SECTION("the terminal table of a saved run is the profiler's") {
     for (std::size_t i = 0; i < runs.size(); ++i) CHECK(format_table(read.runs[i]) == format_table(runs[i]));
+  }
+}
+
+TEST_CASE("a traceml.summary/2 document, written before hardware counters, reads as a run without them", "[reader]") {
+  // The /2 layout is the /3 one less every counter field.
+  auto doc = nlohmann::ordered_json::parse(json_summary({traceml_test::mixed_run()}));
+  doc["schema"] = "traceml.summary/2";
+  auto& run = doc["runs"][0];
+  run["summary"]["gpu"].erase("step_counters");
+  for (auto& p : run["summary"]["phases"]) {
+    p.erase("counters");
+    p["baseline"].erase("counter_busy_ms");
+  }
+  for (auto& st : run["steps"]) {
+    st["gpu"].erase("counters");
+    for (auto& p : st["gpu"]["phases"]) p.erase("counters");
+  }
+  const auto read = parse_summary(doc.dump());
+  REQUIRE(read.runs.size() == 1);
+  const auto& s = read.runs[0].summary;
+  CHECK_FALSE(s.step_counters);
+  for (const auto& p : s.phases) {
+    INFO(p.name);
+    CHECK_FALSE(p.counters);
+    CHECK(p.baseline.counter_busy_ms == -1);
+  }
+  for (const auto& st : read.runs[0].steps) CHECK_FALSE(st.gpu->total.counters.measured());
+  // Everything else as written.
+  CHECK(s.step_ms.mean == Approx(26.1));
+  REQUIRE(s.phases[1].kernels);
+  CHECK(s.phases[1].kernels->busy_ms.mean == Approx(6));
+  CHECK(s.phases[1].baseline.gpu_ms == Approx(7));
+  // Written again it is a /3 document without counters, which reads back the same.
+  const std::string again = json_summary(read.runs);
+  CHECK(again.find("\"schema\":\"traceml.summary/3\"") != std::string::npos);
+  CHECK(json_summary(parse_summary(again).runs) == again);
+
+  SECTION("a /3 document must have the counter fields its schema always writes") {
+    auto bad = nlohmann::ordered_json::parse(json_summary({traceml_test::mixed_run()}));
+    bad["runs"][0]["summary"]["phases"][0]["baseline"].erase("counter_busy_ms");
+    CHECK(message_of(bad.dump()) == "runs[0].summary.phases[0].baseline: missing \"counter_busy_ms\"");
   }
 }
 
 TEST_CASE("a file that is not a traceml summary is one error naming the problem", "[reader]") {
   const std::string good = json_summary({traceml_test::mixed_run()});
   SECTION("another schema") {
-    CHECK(message_of(edited(good, "traceml.summary/2", "traceml.summary/1")) ==
-          "not a traceml summary (schema \"traceml.summary/1\", expected \"traceml.summary/2\")");
+    CHECK(message_of(edited(good, "traceml.summary/3", "traceml.summary/1")) ==
+          "not a traceml summary (schema \"traceml.summary/1\", expected \"traceml.summary/3\")");
+    CHECK(message_of(edited(good, "traceml.summary/3", "traceml.summary/4")) ==
+          "not a traceml summary (schema \"traceml.summary/4\", expected \"traceml.summary/3\")");
   }
   SECTION("no schema, or not an object") {
-    CHECK(message_of("{\"runs\": []}") == "not a traceml summary (no \"schema\" member, expected \"traceml.summary/2\")");
-    CHECK(message_of("[1, 2]") == "not a traceml summary (an array, not an object, expected \"traceml.summary/2\")");
+    CHECK(message_of("{\"runs\": []}") == "not a traceml summary (no \"schema\" member, expected \"traceml.summary/3\")");
+    CHECK(message_of("[1, 2]") == "not a traceml summary (an array, not an object, expected \"traceml.summary/3\")");
   }
   SECTION("malformed: the line and column") {
-    const auto m = message_of("{\n  \"schema\": \"traceml.summary/2\",\n  oops\n}\n");
+    const auto m = message_of("{\n  \"schema\": \"traceml.summary/3\",\n  oops\n}\n");
     CHECK(m.rfind("parse error at line 3, column 3: syntax error while parsing object key", 0) == 0);
   }
   SECTION("truncated") {
@@ -126,7 +211,9 @@ TEST_CASE("a file that is not a traceml summary is one error naming the problem"
           "runs[0].summary.phases[1].kind: unknown phase kind \"forwards\"");
     CHECK(message_of(edited(good, "\"steps_included\":true", "\"steps_included\":false")) ==
           "runs[0].steps: steps listed, but steps_included is false");
-    CHECK(message_of("{\"schema\":\"traceml.summary/2\",\"traceml_version\":\"0.1.0\"}") == "missing \"runs\"");
+    CHECK(message_of(edited(good, "\"covered_ms\":", "\"covered_time\":")) ==
+          "runs[0].steps[0].gpu.counters: missing \"covered_ms\"");
+    CHECK(message_of("{\"schema\":\"traceml.summary/3\",\"traceml_version\":\"0.1.0\"}") == "missing \"runs\"");
   }
   SECTION("a file that cannot be opened: the system's reason") {
     try {

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -46,6 +47,7 @@
 #include "traceml/gpu/event_timer.hpp"
 #include "traceml/gpu/gpu_memory.hpp"
 #include "traceml/gpu/gpu_source.hpp"
+#include "traceml/gpu/pm_sampling_source.hpp"
 #include "traceml/gpu/record_switch.hpp"
 #include "traceml/gpu/recording_schedule.hpp"
 #include "traceml/gpu/step_readiness.hpp"
@@ -386,30 +388,49 @@ struct gpu_source_options {
   cuda_events_options events_opts;
   stream_provider current_stream;  ///< given to whichever source is made
   memory_sampler memory;           ///< given to whichever source is made
+  /// Add GPU busy and SM activity on every step from hardware counters (CUPTI PM sampling,
+  /// pm_sampling_source.hpp) on top of the source made. Where the counters cannot be had (privileges,
+  /// an unsupported GPU, another tool holds them) the source runs without them and says why once.
+  bool hardware_counters = true;
+  pm_sampler_options counters;
 };
 
 /// The best GPU source this process can have: CUPTI kernel attribution, else CUDA-event phase
 /// timing (saying once why attribution is off), else nullptr when there is no GPU (saying so
-/// once). Never throws, never hangs.
+/// once); with hardware counters on every step on top where the GPU allows them. Never throws,
+/// never hangs.
 inline std::unique_ptr<gpu_source> make_best_gpu_source(gpu_source_options o = {}) {
   const cuda_device_check device = check_cuda_device();
   if (!device.ok()) {
     report_once("gpu-none", "GPU timing off: " + device.why + "; phases are timed on the CPU");
     return nullptr;
   }
+  std::unique_ptr<gpu_source> made;
   if (o.cupti) {
     o.cupti_opts.current_stream = o.current_stream;
     o.cupti_opts.memory = o.memory;
     auto c = std::make_unique<cupti_source>(o.cupti_opts);
-    if (c->ok()) return c;
-    report_once("gpu-cupti-off", "kernel attribution off: " + c->why() + "; using CUDA-event phase timing");
+    if (c->ok()) made = std::move(c);
+    else report_once("gpu-cupti-off", "kernel attribution off: " + c->why() + "; using CUDA-event phase timing");
   }
-  o.events_opts.current_stream = o.current_stream;
-  o.events_opts.memory = o.memory;
-  auto ev = std::make_unique<cuda_events_source>(o.events_opts);
-  if (ev->ok()) return ev;
-  report_once("gpu-events-off", ev->status() + "; phases are timed on the CPU");  // status() says "GPU timing off: why"
-  return nullptr;
+  if (!made) {
+    o.events_opts.current_stream = o.current_stream;
+    o.events_opts.memory = o.memory;
+    auto ev = std::make_unique<cuda_events_source>(o.events_opts);
+    if (!ev->ok()) {
+      report_once("gpu-events-off", ev->status() + "; phases are timed on the CPU");  // status() says "GPU timing off: why"
+      return nullptr;
+    }
+    made = std::move(ev);
+  }
+  // TRACEML_HW_COUNTERS=0 leaves the counters to another tool (Nsight Compute or Systems, DCGM).
+  if (const char* env = std::getenv("TRACEML_HW_COUNTERS"); env && std::string(env) == "0") o.hardware_counters = false;
+  if (!o.hardware_counters) return made;
+  pm_sampling_options pm;
+  pm.sampler = o.counters;
+  pm.current_stream = o.current_stream;
+  // Kept even when the counters are unavailable: its status() then says why on every output.
+  return std::make_unique<pm_sampling_source>(std::move(made), std::move(pm));
 }
 
 TRACEML_END_NAMESPACE

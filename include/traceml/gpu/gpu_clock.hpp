@@ -76,6 +76,23 @@ class gpu_clock {
     free_.push_back(slot);
   }
 
+  /// Keeps the GPU busy for `ns` with one thread spinning on the clock, on `stream`, and waits for it:
+  /// the burst's begin and end on the GPU's clock. For calibration (pm_sampling_source.hpp), never on
+  /// a hot path. False when the clock is unavailable.
+  bool busy_burst(cudaStream_t stream, std::int64_t ns, std::int64_t& begin_ns, std::int64_t& end_ns) noexcept {
+    if (!ready() || !spin_ || detail::stream_capturing(stream)) return false;
+    burst_host_[0] = burst_host_[1] = 0;
+    void* out = static_cast<void*>(burst_device_);
+    auto length = static_cast<std::uint64_t>(ns);
+    void* args[] = {&out, &length};
+    if (launch_(spin_, 1, 1, 1, 1, 1, 1, 0, reinterpret_cast<CUstream>(stream), args, nullptr) != CUDA_SUCCESS) return false;
+    const bool ok = cudaStreamSynchronize(stream) == cudaSuccess;
+    cudaGetLastError();
+    begin_ns = static_cast<std::int64_t>(burst_host_[0]);
+    end_ns = static_cast<std::int64_t>(burst_host_[1]);
+    return ok && begin_ns > 0 && end_ns > begin_ns;
+  }
+
   /// "" while usable (or not tried yet).
   const std::string& why() const noexcept { return why_; }
 
@@ -99,22 +116,32 @@ class gpu_clock {
     launch_ = reinterpret_cast<launch_fn>(dlsym(h, "cuLaunchKernel"));
     unload_ = reinterpret_cast<unload_fn>(dlsym(h, "cuModuleUnload"));
     if (!load || !get || !launch_ || !unload_) return fail("driver library without the module API");
-    // One thread stores %globaltimer (ns) to the address it is given.
+    // traceml_gpu_clock: one thread stores %globaltimer (ns) to the address it is given.
+    // traceml_gpu_spin: one thread stores the clock, spins until `ns` have passed, stores it again.
     static const char ptx[] =
         ".version 7.0\n.target sm_70\n.address_size 64\n"
         ".visible .entry traceml_gpu_clock(.param .u64 out)\n{\n"
         "  .reg .b64 %rd<3>;\n  ld.param.u64 %rd1, [out];\n  mov.u64 %rd2, %globaltimer;\n"
-        "  st.volatile.global.u64 [%rd1], %rd2;\n  ret;\n}\n";
+        "  st.volatile.global.u64 [%rd1], %rd2;\n  ret;\n}\n"
+        ".visible .entry traceml_gpu_spin(.param .u64 out, .param .u64 ns)\n{\n"
+        "  .reg .b64 %rd<6>;\n  .reg .pred %p;\n  ld.param.u64 %rd1, [out];\n  ld.param.u64 %rd2, [ns];\n"
+        "  mov.u64 %rd3, %globaltimer;\n  st.volatile.global.u64 [%rd1], %rd3;\n  add.u64 %rd4, %rd3, %rd2;\n"
+        "SPIN:\n  mov.u64 %rd5, %globaltimer;\n  setp.lt.u64 %p, %rd5, %rd4;\n  @%p bra SPIN;\n"
+        "  st.volatile.global.u64 [%rd1+8], %rd5;\n  ret;\n}\n";
     if (load(&module_, ptx) != CUDA_SUCCESS) return fail("the driver could not compile the clock kernel");
     if (get(&function_, module_, "traceml_gpu_clock") != CUDA_SUCCESS) return fail("clock kernel not found");
+    if (get(&spin_, module_, "traceml_gpu_spin") != CUDA_SUCCESS) spin_ = nullptr;  // only calibration needs it
     void* host = nullptr;
-    if (cudaHostAlloc(&host, slots_ * sizeof(std::uint64_t), cudaHostAllocMapped) != cudaSuccess)
+    if (cudaHostAlloc(&host, (slots_ + 2) * sizeof(std::uint64_t), cudaHostAllocMapped) != cudaSuccess)
       return fail("no pinned host memory for the clock stamps");
     host_ = static_cast<volatile std::uint64_t*>(host);
     void* dev = nullptr;
     if (cudaHostGetDevicePointer(&dev, host, 0) != cudaSuccess) return fail("pinned memory not mapped to the device");
     device_ = static_cast<std::uint64_t*>(dev);
     for (std::size_t i = slots_; i > 0; --i) free_.push_back(static_cast<int>(i - 1));
+    // The last two words of the pinned block belong to the burst (begin, end).
+    burst_host_ = host_ + slots_;
+    burst_device_ = device_ + slots_;
     return true;
   }
   bool fail(const char* why) noexcept {
@@ -129,10 +156,13 @@ class gpu_clock {
   std::string why_;
   CUmodule module_ = nullptr;
   CUfunction function_ = nullptr;
+  CUfunction spin_ = nullptr;
   launch_fn launch_ = nullptr;
   unload_fn unload_ = nullptr;
   volatile std::uint64_t* host_ = nullptr;
   std::uint64_t* device_ = nullptr;
+  volatile std::uint64_t* burst_host_ = nullptr;
+  std::uint64_t* burst_device_ = nullptr;
   std::mutex mu_;
   std::vector<int> free_;  // guarded by mu_
 };

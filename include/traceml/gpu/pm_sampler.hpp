@@ -21,8 +21,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -39,12 +41,13 @@ TRACEML_BEGIN_NAMESPACE
 
 struct pm_sampler_options {
   int device = -1;                     ///< CUDA device index; -1: the current device
-  /// Sampling interval. 20 us gives 500 samples in a 10 ms phase; the hardware supports shorter
+  /// Sampling interval. 50 us gives 200 samples in a 10 ms phase; the hardware supports shorter
   /// intervals, at the price of more decoding work on the worker thread.
-  std::int64_t interval_ns = 20000;
-  std::size_t hardware_buffer_bytes = std::size_t{256} << 20;  ///< the GPU-side ring of raw samples
-  std::uint32_t max_samples = 20000;   ///< samples one decode pass can hold (host counter-data image)
-  int decode_period_ms = 20;           ///< how often the worker decodes the hardware buffer
+  std::int64_t interval_ns = 50000;
+  /// The GPU-side ring of raw samples (taken from device memory): at 50 us, over a second of samples.
+  std::size_t hardware_buffer_bytes = std::size_t{64} << 20;
+  std::uint32_t max_samples = 8192;    ///< samples one decode pass can hold (host counter-data image)
+  int decode_period_ms = 20;           ///< how often the worker decodes the hardware buffer (0: no worker; flush() decodes)
   bool tensor = true;                  ///< add the tensor-pipe counter when one pass allows it
   bool dram = true;                    ///< add the DRAM-throughput counter when one pass allows it
 };
@@ -54,6 +57,7 @@ struct pm_sampler_stats {
   std::uint64_t samples = 0;           ///< decoded and evaluated
   std::uint64_t decode_passes = 0;
   std::uint64_t overflows = 0;         ///< hardware buffer or counter-data image full: samples lost
+  std::uint64_t irregular = 0;         ///< the session's first, longer than 4 intervals, or not finite: dropped
   std::int64_t decode_cpu_ns = 0;      ///< wall time of the worker's decode passes
   std::int64_t first_ns = 0, last_ns = 0;  ///< first sample's begin, last sample's end (GPU clock)
   double mean_interval_ns = 0;         ///< mean sample length achieved
@@ -118,10 +122,12 @@ class pm_sampler {
     if (!why_.empty()) return false;
     const cuda_device_check device = check_cuda_device();
     if (!device.ok()) return fail(device.why);
-    int dev = opt_.device;
-    if (dev < 0 && cudaGetDevice(&dev) != cudaSuccess) dev = 0;
+    int current = 0;
+    if (cudaGetDevice(&current) != cudaSuccess) current = 0;
+    const int dev = opt_.device < 0 ? current : opt_.device;
     cudaSetDevice(dev);
     cudaFree(nullptr);  // the primary context must exist before the profiler attaches to it
+    cudaSetDevice(current);  // the caller's device stays its own
     cudaGetLastError();
     device_ = static_cast<std::size_t>(dev);
     std::string why;
@@ -133,7 +139,7 @@ class pm_sampler {
       if (!call("cuptiPmSamplingStart", api_.start(&p))) return false;
     }
     running_ = true;
-    worker_ = std::thread([this] { decode_loop(); });
+    if (opt_.decode_period_ms > 0) worker_ = std::thread([this] { decode_loop(); });
     return true;
 #else
     return fail("the CUDA toolkit this program was built with has no PM sampling API (CUDA 12.6 or newer)");
@@ -149,7 +155,7 @@ class pm_sampler {
         stopping_ = true;
       }
       wake_.notify_all();
-      worker_.join();
+      if (worker_.joinable()) worker_.join();
       auto p = detail::cupti_params<CUpti_PmSampling_Stop_Params>(CUpti_PmSampling_Stop_Params_STRUCT_SIZE);
       p.pPmSamplingObject = object_;
       api_.stop(&p);
@@ -157,6 +163,27 @@ class pm_sampler {
       running_ = false;
     }
     release();
+#endif
+  }
+
+  /// Whether decoded samples are kept for take() (true from start) or dropped: a sampler that stays
+  /// on between profilers (process_pm_sampler) drains the hardware buffer without anyone taking.
+  void keep_samples(bool keep) {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    keep_ = keep;
+    if (!keep) out_.clear();
+  }
+
+  /// Ends the decoding thread and leaves the counters sampling (for the end of the process: no
+  /// CUPTI call is made after it). Idempotent.
+  void stop_worker() {
+#if TRACEML_HAS_PM_SAMPLING
+    {
+      std::lock_guard<std::mutex> lock(wake_mu_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (worker_.joinable()) worker_.join();
 #endif
   }
 
@@ -169,6 +196,7 @@ class pm_sampler {
   }
 
   bool running() const noexcept { return running_; }
+  std::int64_t interval_ns() const noexcept { return opt_.interval_ns; }
   /// The samples decoded since the previous take(), in time order.
   std::vector<pm_sample> take() {
     std::lock_guard<std::mutex> lock(out_mu_);
@@ -182,11 +210,17 @@ class pm_sampler {
   const std::vector<std::string>& metrics() const noexcept { return metric_names_; }
   /// "" while fine; otherwise why there are no samples.
   const std::string& why() const noexcept { return why_; }
+  /// "" while decoding works; otherwise why samples stopped coming during the run.
+  std::string decode_failure() const {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    return decode_failure_;
+  }
   std::string status() const {
     if (!why_.empty()) return why_;
     std::string s = "hardware counters sampled every " + std::to_string(opt_.interval_ns / 1000) + " us:";
     for (const auto& m : metric_names_) s += " " + m;
-    return s;
+    const std::string failed = decode_failure();
+    return failed.empty() ? s : s + "; " + failed;
   }
 
  private:
@@ -274,7 +308,7 @@ class pm_sampler {
     }
     // Required: engine busy and SM activity (cycles active against cycles elapsed).
     metric_names_ = {"gr__cycles_active.avg", "gr__cycles_elapsed.max", "sm__cycles_active.avg"};
-    std::vector<std::uint8_t> image;
+    std::vector<std::uint8_t>& image = config_image_;
     CUptiResult r = CUPTI_SUCCESS;
     if (!build_config(metric_names_, image, r)) return call("configuring the busy and SM counters", r);
     // Optional, each kept only when the set still fits one pass. Names differ between GPU generations.
@@ -292,12 +326,16 @@ class pm_sampler {
         }
       }
     };
+    // PM sampling offers the "_realtime" tensor counters and the DRAM controller's (dramc__) throughput;
+    // the other names are those of the range profiler, tried last.
     if (opt_.tensor)
-      try_add(tensor_slot_, {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                             "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                             "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed"});
+      try_add(tensor_slot_, {"sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
+                             "sm__pipe_tensor_op_hmma_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
+                             "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+                             "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"});
     if (opt_.dram)
-      try_add(dram_slot_, {"dram__throughput.avg.pct_of_peak_sustained_elapsed",
+      try_add(dram_slot_, {"dramc__throughput.avg.pct_of_peak_sustained_elapsed",
+                           "dram__throughput.avg.pct_of_peak_sustained_elapsed",
                            "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"});
     {
       auto p = detail::cupti_params<CUpti_PmSampling_Enable_Params>(CUpti_PmSampling_Enable_Params_STRUCT_SIZE);
@@ -313,7 +351,9 @@ class pm_sampler {
       p.hardwareBufferSize = opt_.hardware_buffer_bytes;
       p.samplingInterval = static_cast<std::uint64_t>(opt_.interval_ns);
       p.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
-      p.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+      // A full buffer overwrites its oldest records (counted as overflows) rather than stopping the
+      // sampler in an error state that would need a restart.
+      p.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
       if (!call("cuptiPmSamplingSetConfig", api_.set_config(&p))) return false;
     }
     {
@@ -330,20 +370,24 @@ class pm_sampler {
     return reset_image();
   }
 
-  bool reset_image() {
+  bool reset_image() { return call("cuptiPmSamplingCounterDataImageInitialize", initialize_image()); }
+  CUptiResult initialize_image() {
     auto p = detail::cupti_params<CUpti_PmSampling_CounterDataImage_Initialize_Params>(CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE);
     p.pPmSamplingObject = object_;
     p.counterDataSize = counter_data_.size();
     p.pCounterData = counter_data_.data();
-    return call("cuptiPmSamplingCounterDataImageInitialize", api_.counter_data_initialize(&p));
+    return api_.counter_data_initialize(&p);
   }
 
   /// One decode pass per call until the hardware buffer is empty. Serialised (worker and flush()).
+  /// A failure here only stops decoding (said once through decode_failure()); the sampling object is
+  /// torn down by stop(), on the thread that owns it, never by the worker.
   void decode_all() {
     std::lock_guard<std::mutex> lock(cupti_mu_);
+    if (decode_failed_) return;
     const std::int64_t t0 = now_ns();
     std::vector<pm_sample> got;
-    std::uint64_t passes = 0, overflows = 0;
+    std::uint64_t passes = 0, overflows = 0, irregular = 0;
     for (int pass = 0; pass < 64; ++pass) {  // bounded: a runaway buffer cannot hold the worker forever
       auto d = detail::cupti_params<CUpti_PmSampling_DecodeData_Params>(CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE);
       d.pPmSamplingObject = object_;
@@ -352,7 +396,10 @@ class pm_sampler {
       const CUptiResult r = api_.decode(&d);
       ++passes;
       if (r == CUPTI_ERROR_OUT_OF_MEMORY || d.overflow) ++overflows;
-      if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_OUT_OF_MEMORY) break;
+      if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_OUT_OF_MEMORY) {
+        fail_decoding("cuptiPmSamplingDecodeData", r);
+        break;
+      }
       auto info = detail::cupti_params<CUpti_PmSampling_GetCounterDataInfo_Params>(CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE);
       info.pCounterDataImage = counter_data_.data();
       info.counterDataImageSize = counter_data_.size();
@@ -376,15 +423,32 @@ class pm_sampler {
         ev.numMetrics = names.size();
         ev.pMetricValues = values.data();
         if (api_.host_evaluate(&ev) != CUPTI_SUCCESS) continue;
+        // The first sample of a session reaches back to when sampling was enabled (seconds, not an
+        // interval) and is an outlier by CUPTI's own advice; any other sample much longer than the
+        // interval, or with a value that is not a number, says nothing about a window: dropped.
+        const bool first = !seen_first_;
+        seen_first_ = true;
+        if (first || si.endTimestamp <= si.startTimestamp ||
+            si.endTimestamp - si.startTimestamp > static_cast<std::uint64_t>(4 * opt_.interval_ns) ||
+            !std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); })) {
+          ++irregular;
+          continue;
+        }
         got.push_back(to_sample(si.startTimestamp, si.endTimestamp, values));
       }
-      reset_image();
-      if (r == CUPTI_SUCCESS && d.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) break;
+      if (const CUptiResult ri = initialize_image(); ri != CUPTI_SUCCESS) {
+        fail_decoding("cuptiPmSamplingCounterDataImageInitialize", ri);
+        break;
+      }
+      // Out of memory: the samples CUPTI could not hold are lost (counted); decoding again at once
+      // would only repeat it.
+      if (r != CUPTI_SUCCESS || d.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) break;
     }
     const std::int64_t spent = now_ns() - t0;
     std::lock_guard<std::mutex> out(out_mu_);
     stats_.decode_passes += passes;
     stats_.overflows += overflows;
+    stats_.irregular += irregular;
     stats_.decode_cpu_ns += spent;
     if (!got.empty()) {
       if (stats_.samples == 0) stats_.first_ns = got.front().begin_ns;
@@ -394,8 +458,14 @@ class pm_sampler {
       for (const auto& s : got) sum += static_cast<double>(s.end_ns - s.begin_ns);
       stats_.mean_interval_ns = (stats_.mean_interval_ns * n + sum) / (n + static_cast<double>(got.size()));
       stats_.samples += got.size();
-      out_.insert(out_.end(), got.begin(), got.end());
+      if (keep_) out_.insert(out_.end(), got.begin(), got.end());
     }
+  }
+
+  void fail_decoding(const char* step, CUptiResult r) {  // cupti_mu_ held
+    decode_failed_ = true;
+    std::lock_guard<std::mutex> out(out_mu_);
+    decode_failure_ = "hardware counters stopped: " + detail::describe_pm_failure(step, static_cast<int>(r), api_.describe(r));
   }
 
   pm_sample to_sample(std::uint64_t begin, std::uint64_t end, const std::vector<double>& v) const {
@@ -413,6 +483,9 @@ class pm_sampler {
   }
 
   void decode_loop() {
+    // Decoding needs the device's context current on this thread (without it CUPTI crashes).
+    cudaSetDevice(static_cast<int>(device_));
+    cudaGetLastError();
     std::unique_lock<std::mutex> lock(wake_mu_);
     while (!stopping_) {
       wake_.wait_for(lock, std::chrono::milliseconds(opt_.decode_period_ms), [this] { return stopping_; });
@@ -455,6 +528,9 @@ class pm_sampler {
   std::size_t device_ = 0;
   std::string chip_;
   std::vector<std::uint8_t> availability_, counter_data_;
+  // CUPTI keeps using the configuration image after SetConfig (decoding reads it): it must live as
+  // long as the sampling object.
+  std::vector<std::uint8_t> config_image_;
   CUpti_Profiler_Host_Object* host_ = nullptr;
   CUpti_PmSampling_Object* object_ = nullptr;
   bool profiler_initialized_ = false;
@@ -464,10 +540,28 @@ class pm_sampler {
   std::condition_variable wake_;
   bool stopping_ = false;     // guarded by wake_mu_
   std::mutex cupti_mu_;       // serialises decode passes (worker and flush())
+  bool decode_failed_ = false;  // guarded by cupti_mu_
+  bool seen_first_ = false;     // guarded by cupti_mu_
 #endif
   mutable std::mutex out_mu_;
   std::vector<pm_sample> out_;
   pm_sampler_stats stats_;
+  std::string decode_failure_;  // guarded by out_mu_
+  bool keep_ = true;            // guarded by out_mu_
 };
+
+/// The process's one sampler, started at the first call with that call's options and never disabled:
+/// disabling PM sampling tears down more of CUPTI than its own object (other users of the API skip it
+/// for that reason), and CUPTI activity records must go on working after a profiler ends. Between
+/// profilers it keeps decoding and drops the samples (pm_sampler::keep_samples); its decoding thread
+/// ends at exit, before CUDA's own teardown. Whether it runs: running(), else why().
+inline pm_sampler& process_pm_sampler(const pm_sampler_options& first_options = {}) {
+  static pm_sampler* const sampler = [&] {
+    auto* s = new pm_sampler(first_options);  // never deleted: see above
+    if (s->start()) std::atexit([] { process_pm_sampler().stop_worker(); });
+    return s;
+  }();
+  return *sampler;
+}
 
 TRACEML_END_NAMESPACE

@@ -11,7 +11,9 @@
 // is always a sum divided by the time it was measured over: never above 100%.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "traceml/config.hpp"
@@ -88,6 +90,64 @@ inline counter_facts measure_window(const std::vector<pm_sample>& samples, std::
     }
   }
   return f;
+}
+
+/// Where the samples' clock stands against the GPU's: the result of a known burst of GPU work.
+struct clock_alignment {
+  bool ok = false;
+  std::int64_t offset_ns = 0;   ///< add to a sample's times to put it on the GPU's clock
+  double busy_ms = 0;           ///< busy time the samples saw around the burst
+  double burst_ms = 0;          ///< the burst's own length (GPU clock)
+  std::string why;              ///< when not ok
+};
+
+/// Aligns the samples' clock with the GPU's from one burst of work that ran alone on the GPU from
+/// `burst_begin_ns` to `burst_end_ns` (GPU clock) while the samples were taken. The busy time the
+/// samples saw has a centre of mass; the burst's is its midpoint; the offset is their difference.
+/// Whatever clock CUPTI stamps samples with (the GPU's, its own, or the activity API's timestamp
+/// callback), the offset is then measured, not assumed. Not ok when the samples saw much more or
+/// much less busy time than the burst (other work on the GPU, or counters that did not see it).
+inline clock_alignment align_clocks(const std::vector<pm_sample>& samples, std::int64_t burst_begin_ns,
+                                    std::int64_t burst_end_ns) {
+  clock_alignment a;
+  a.burst_ms = static_cast<double>(burst_end_ns - burst_begin_ns) / 1e6;
+  double busy = 0, moment = 0;
+  for (const auto& s : samples) {
+    // Faint activity elsewhere (a stamp, another process) would pull the centre far away; an edge
+    // sample this faint moves it by under a microsecond.
+    if (s.gpu_busy < 0.05 || s.end_ns <= s.begin_ns) continue;
+    const double len = static_cast<double>(s.end_ns - s.begin_ns), b = std::min(s.gpu_busy, 1.0) * len;
+    busy += b;
+    moment += b * (static_cast<double>(s.begin_ns) + len / 2);
+  }
+  a.busy_ms = busy / 1e6;
+  if (burst_end_ns <= burst_begin_ns) {
+    a.why = "the calibration burst did not run";
+    return a;
+  }
+  if (busy <= 0) {
+    a.why = "the samples saw no GPU activity during a " + std::to_string(a.burst_ms) + " ms calibration burst";
+    return a;
+  }
+  // The partial samples at the burst's edges make the sum differ from the burst by up to two
+  // intervals; beyond a quarter, something else ran, or the counters do not see such work.
+  if (std::abs(a.busy_ms - a.burst_ms) > 0.25 * a.burst_ms) {
+    a.why = "the samples saw " + std::to_string(a.busy_ms) + " ms of GPU activity during a " + std::to_string(a.burst_ms) +
+            " ms calibration burst (other work on the GPU?)";
+    return a;
+  }
+  const double centre = moment / busy, midpoint = (static_cast<double>(burst_begin_ns) + static_cast<double>(burst_end_ns)) / 2;
+  a.offset_ns = static_cast<std::int64_t>(std::llround(midpoint - centre));
+  a.ok = true;
+  return a;
+}
+
+/// The same samples on another clock: `offset_ns` added to every time.
+inline void shift_samples(std::vector<pm_sample>& samples, std::int64_t offset_ns) noexcept {
+  for (auto& s : samples) {
+    s.begin_ns += offset_ns;
+    s.end_ns += offset_ns;
+  }
 }
 
 /// How far the samples reach: the end of the last one (0 when none).

@@ -18,7 +18,10 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -48,35 +51,99 @@ struct pm_sampling_options {
 };
 
 
+namespace detail {
+/// One source at a time takes the process's sampler: each would otherwise see only part of the samples.
+inline std::atomic<bool>& pm_sampler_claimed() {
+  static std::atomic<bool> claimed{false};
+  return claimed;
+}
+}  // namespace detail
+
+/// The calibration burst: 40 samples at the default 50 us.
+inline constexpr std::int64_t clock_calibration_burst_ns = 2000000;
+
+/// Where the samples' clock stands against the GPU's, measured: the device synchronized and quiet,
+/// one burst of work (gpu_clock::busy_burst) between quiet gaps, the samples decoded at once and
+/// aligned with it (align_clocks). Samples decoded meanwhile are consumed. `known_offset_ns` and
+/// `reach_ns` (> 0): only samples within reach of the burst on the clock the known offset gives are
+/// used (a later measurement, when other work ran before). Not on a hot path: ~5 ms.
+inline clock_alignment measure_clock_alignment(pm_sampler& sampler, gpu_clock& clock, std::int64_t interval_ns,
+                                               std::int64_t known_offset_ns = 0, std::int64_t reach_ns = 0) {
+  cudaDeviceSynchronize();
+  cudaGetLastError();
+  const auto quiet = std::chrono::nanoseconds(std::max<std::int64_t>(4 * interval_ns, 1000000));
+  std::this_thread::sleep_for(quiet);
+  sampler.flush();
+  sampler.take();
+  clock_alignment a;
+  std::int64_t begin = -1, end = -1;
+  if (!clock.busy_burst(nullptr, clock_calibration_burst_ns, begin, end)) {
+    a.why = "the calibration burst could not run" + (clock.why().empty() ? std::string() : ": " + clock.why());
+    return a;
+  }
+  std::this_thread::sleep_for(quiet);
+  sampler.flush();
+  std::vector<pm_sample> seen = sampler.take();
+  if (reach_ns > 0) {
+    std::vector<pm_sample> near;
+    for (const auto& x : seen)
+      if (x.end_ns + known_offset_ns >= begin - reach_ns && x.begin_ns + known_offset_ns <= end + reach_ns) near.push_back(x);
+    seen.swap(near);
+  }
+  return align_clocks(seen, begin, end);
+}
+
 class pm_sampling_source : public gpu_source {
  public:
   pm_sampling_source(std::unique_ptr<gpu_source> inner, pm_sampling_options o = {})
-      : inner_(std::move(inner)), opt_(std::move(o)), sampler_(opt_.sampler) {
+      : inner_(std::move(inner)), opt_(std::move(o)) {
     name_ = std::string(inner_ ? inner_->name() : "none") + "+pm";
     if (!inner_) {
       why_ = "hardware counters off: no GPU time source to place them (no CUDA events)";
       return;
     }
-    if (!sampler_.start()) why_ = sampler_.why();
+    pm_sampler& shared = process_pm_sampler(opt_.sampler);
+    bool expected = false;
+    if (!shared.running()) {
+      why_ = shared.why();
+    } else if (!detail::pm_sampler_claimed().compare_exchange_strong(expected, true)) {
+      why_ = "hardware counters off: another profiler of this process is using them";
+    } else {
+      sampler_ = &shared;
+      interval_ns_ = shared.interval_ns();
+      base_stats_ = shared.stats();
+      shared.keep_samples(true);
+      if (!calibrate()) release();
+    }
     if (!why_.empty()) report_once("pm-sampling", why_ + "; running without hardware counters");
   }
-  ~pm_sampling_source() override { sampler_.stop(); }
+  ~pm_sampling_source() override { release(); }
 
-  /// Whether hardware counters are being sampled.
-  bool sampling() const noexcept { return sampler_.running(); }
+  /// Whether hardware counters are being sampled for this source.
+  bool sampling() const noexcept { return sampler_ != nullptr; }
+  /// What the sampler did since this source took it.
+  pm_sampler_stats sampler_stats() const {
+    if (!sampler_) return {};
+    pm_sampler_stats s = sampler_->stats();
+    s.samples -= base_stats_.samples;
+    s.decode_passes -= base_stats_.decode_passes;
+    s.overflows -= base_stats_.overflows;
+    s.irregular -= base_stats_.irregular;
+    s.decode_cpu_ns -= base_stats_.decode_cpu_ns;
+    return s;
+  }
   const std::string& why() const noexcept { return why_; }
-  pm_sampler_stats sampler_stats() const { return sampler_.stats(); }
   gpu_source* inner() const noexcept { return inner_.get(); }
 
   const char* name() const noexcept override { return name_.c_str(); }
   bool wants_scope_hooks() const noexcept override {
-    return (inner_ && inner_->wants_scope_hooks()) || sampler_.running();
+    return (inner_ && inner_->wants_scope_hooks()) || sampling();
   }
 
   /// Hot: the inner source's work, then at a step's begin one clock stamp behind its first event.
   void on_scope_begin(phase_kind kind, const char* name, std::int32_t step, std::int32_t mb) noexcept override {
     if (inner_ && inner_->wants_scope_hooks()) inner_->on_scope_begin(kind, name, step, mb);
-    if (kind != phase_kind::step || !sampler_.running()) return;
+    if (kind != phase_kind::step || !sampling()) return;
     const int slot = clock_.stamp(detail::stream_of(opt_.current_stream));
     if (slot < 0) {
       if (!clock_.why().empty()) report_once("pm-clock", "hardware counters not placed on phases: " + clock_.why());
@@ -95,14 +162,15 @@ class pm_sampling_source : public gpu_source {
   gpu_delivery collect(bool final) override {
     if (!inner_) return gpu_delivery{};
     gpu_delivery d = inner_->collect(final);
-    if (!sampler_.running()) return d;
+    if (!sampling()) return d;
     if (final) {
       // The inner source synchronized the device: the last samples are in the hardware buffer
       // after one more interval.
-      std::this_thread::sleep_for(std::chrono::nanoseconds(4 * opt_.sampler.interval_ns));
-      sampler_.flush();
+      std::this_thread::sleep_for(std::chrono::nanoseconds(4 * interval_ns_));
+      sampler_->flush();
     }
-    auto fresh = sampler_.take();
+    auto fresh = sampler_->take();
+    shift_samples(fresh, alignment_.offset_ns);
     samples_.insert(samples_.end(), fresh.begin(), fresh.end());
     const std::int64_t now = now_ns();
     for (auto& s : d.steps) held_.push_back(held_step{std::move(s), now});
@@ -120,13 +188,27 @@ class pm_sampling_source : public gpu_source {
       held_.pop_front();
     }
     trim_samples();
+    if (final && !drift_measured_) measure_drift();
     return d;
   }
 
+  /// The clock alignment measured at start, and how far it had moved by the end of the run (the
+  /// final collect() measures it again; 0 until then).
+  const clock_alignment& alignment() const noexcept { return alignment_; }
+  std::int64_t drift_ns() const noexcept { return drift_ns_; }
+
   std::string status() const override {
     const std::string inner = inner_ ? inner_->status() : std::string("no GPU time source");
-    if (!sampler_.running()) return inner + "; " + (why_.empty() ? std::string("hardware counters off") : why_);
-    return inner + "; " + sampler_.status() + " (every step, every phase)";
+    if (!sampling()) return inner + "; " + (why_.empty() ? std::string("hardware counters off") : why_);
+    char aligned[96];
+    std::snprintf(aligned, sizeof aligned, "clock aligned by a %.1f ms calibration burst", alignment_.burst_ms);
+    std::string s = inner + "; " + sampler_->status() + " (every step, every phase; " + aligned;
+    if (drift_measured_) {
+      char moved[64];
+      std::snprintf(moved, sizeof moved, ", moved %+.1f us by the end", static_cast<double>(drift_ns_) / 1e3);
+      s += moved;
+    }
+    return s + ")";
   }
 
  private:
@@ -134,6 +216,30 @@ class pm_sampling_source : public gpu_source {
     step_activity activity;
     std::int64_t arrived_ns = 0;
   };
+
+  /// Gives the process's sampler back (its samples dropped until the next source takes it).
+  void release() {
+    if (!sampler_) return;
+    sampler_->keep_samples(false);
+    sampler_ = nullptr;
+    detail::pm_sampler_claimed().store(false);
+  }
+
+  bool calibrate() {
+    alignment_ = measure_clock_alignment(*sampler_, clock_, interval_ns_);
+    if (!alignment_.ok) why_ = "hardware counters off: their clock could not be aligned with the GPU's (" + alignment_.why + ")";
+    return alignment_.ok;
+  }
+
+  void measure_drift() {
+    drift_measured_ = true;
+    if (!alignment_.ok || !sampling()) return;
+    // Steps were all placed already: the samples taken here serve the measurement alone.
+    const clock_alignment again =
+        measure_clock_alignment(*sampler_, clock_, interval_ns_, alignment_.offset_ns, 2 * clock_calibration_burst_ns);
+    if (again.ok) drift_ns_ = again.offset_ns - alignment_.offset_ns;
+    else drift_measured_ = false;
+  }
 
   /// The step's GPU clock from its stamp (once the step's events completed, the stamp ran).
   void place(step_activity& a) {
@@ -164,12 +270,17 @@ class pm_sampling_source : public gpu_source {
   std::unique_ptr<gpu_source> inner_;
   pm_sampling_options opt_;
   std::string name_, why_;
-  pm_sampler sampler_;
+  pm_sampler* sampler_ = nullptr;                   // the process's, while this source holds it
+  std::int64_t interval_ns_ = 0;                    // the interval it samples at (its first user's)
+  pm_sampler_stats base_stats_;                     // its counts when this source took it
   gpu_clock clock_;
   std::mutex mu_;                                   // guards stamps_ (hooks vs collect)
   std::unordered_map<std::int32_t, int> stamps_;    // step -> clock slot
   std::deque<held_step> held_;                      // collect() only (one caller at a time)
-  std::vector<pm_sample> samples_;                  // sorted; collect() only
+  std::vector<pm_sample> samples_;                  // sorted, on the GPU's clock; collect() only
+  clock_alignment alignment_;                       // samples' clock -> GPU clock, measured at start
+  std::int64_t drift_ns_ = 0;
+  bool drift_measured_ = false;
 };
 
 TRACEML_END_NAMESPACE

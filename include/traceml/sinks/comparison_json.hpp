@@ -32,15 +32,26 @@ inline void write_compared_run(json_writer& w, const compared_run& r) {
     write_optional_member(w, "kernel_ms", p.kernel_ms);
     write_optional_member(w, "busy_ms", p.busy_ms);
     write_optional_member(w, "window_ms", p.window_ms);
+    write_optional_member(w, "counter_busy_ms", p.counter_busy_ms);
+    const auto share = [&](const char* key, double v) {
+      if (v >= 0) w.member(key, v);
+      else w.key(key).null();
+    };
+    share("counter_busy_share", p.counter_busy_share);
+    share("sm_active_share", p.sm_active_share);
     w.key("baseline").begin_object().member("wall_ms", p.baseline.wall_ms);
-    if (p.baseline.gpu_ms >= 0) w.member("gpu_ms", p.baseline.gpu_ms);
-    else w.key("gpu_ms").null();
+    share("gpu_ms", p.baseline.gpu_ms);
+    share("counter_busy_ms", p.baseline.counter_busy_ms);
     w.end_object().end_object();
   }
   w.end_array();
   w.member("gpu_steps", u(r.gpu_steps));
   w.key("baseline").begin_object().member("steps", u(r.baseline.steps)).member("untraced", r.baseline.untraced);
   w.member("step_ms", r.baseline.step_ms).member("residual_ms", r.baseline.residual_ms).end_object();
+  if (r.counters()) {
+    w.key("counters").begin_object().member("steps", u(r.sampled_steps));
+    w.member("fb_busy_pct", r.fb_counter_busy_pct).member("fb_sm_active_pct", r.fb_sm_active_pct).end_object();
+  }
   if (r.kernels()) {
     w.key("kernels").begin_object().member("steps", u(r.recorded_steps)).member("kernels_per_step", r.kernels_per_step);
     w.member("kernels_per_microbatch", r.kernels_per_microbatch).member("fb_kernels_per_step", r.fb_kernels_per_step);
@@ -65,6 +76,10 @@ inline void write_gap(json_writer& w, const gap_breakdown& g) {
   w.member("gap_ms", g.gap_ms).member("forward_backward", g.forward_backward).member("fb_window_ms", g.fb_window_ms);
   w.member("fb_idle_ms", g.fb_idle_ms).member("fb_busy_ms", g.fb_busy_ms).member("optimizer_ms", g.optimizer_ms);
   w.member("other_ms", g.other_ms).member("gpu", g.gpu).member("gpu_windows", g.gpu_windows);
+  w.member("busy_from", g.busy_from == gap_breakdown::busy_source::hardware_counters ? "hardware counters"
+                        : g.busy_from == gap_breakdown::busy_source::kernel_records ? "kernel records" : "none");
+  if (g.slow_sm_active_pct >= 0 && g.fast_sm_active_pct >= 0)
+    w.member("slow_sm_active_pct", g.slow_sm_active_pct).member("fast_sm_active_pct", g.fast_sm_active_pct);
   w.member("slow_recorded_steps", u(g.slow_recorded)).member("fast_recorded_steps", u(g.fast_recorded));
   w.member("kernel_ratio", g.kernel_ratio).member("slow_mean_kernel_us", g.slow_mean_kernel_us);
   w.member("fast_mean_kernel_us", g.fast_mean_kernel_us);

@@ -91,6 +91,12 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
       return r.recording_cost ? detail::signed_percent(*r.recording_cost) : std::string("-");
     });
   }
+  const bool counters = any([](const compared_run& r) { return r.counters(); });
+  if (counters) {
+    const auto pct = [](double v) { return v < 0 ? std::string("-") : fixed_text(v, 1); };
+    line("GPU busy % in fwd+bwd (hardware counters)", [&](const compared_run& r) { return pct(r.fb_counter_busy_pct); });
+    line("SM active % in fwd+bwd (hardware counters)", [&](const compared_run& r) { return pct(r.fb_sm_active_pct); });
+  }
   if (any([](const compared_run& r) { return r.peak_allocated_bytes >= 0; }))
     line("peak allocated GiB", [](const compared_run& r) {
       return r.peak_allocated_bytes < 0 ? std::string("-") : fixed_text(static_cast<double>(r.peak_allocated_bytes) / (1 << 30), 2);
@@ -111,6 +117,8 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
   if (kernels)
     out += "; kernel figures: " + counts([](const compared_run& r) { return r.recorded_steps; }) +
            " recorded steps (CUPTI), per recorded step";
+  if (counters)
+    out += "; hardware counters: " + counts([](const compared_run& r) { return r.sampled_steps; }) + " sampled steps";
   return out + "\n";
 }
 

@@ -1,4 +1,4 @@
-// traceml: the JSON summary (schema "traceml.summary/2", docs/json-schema.md) and the per-step
+// traceml: the JSON summary (schema "traceml.summary/3", docs/json-schema.md) and the per-step
 // JSONL lines. Both are produced from run_result, so they always agree with the terminal table.
 #pragma once
 #include <cstdint>
@@ -15,7 +15,7 @@
 TRACEML_BEGIN_NAMESPACE
 
 /// Identifies the layout of the JSON summary; bumped on any incompatible change.
-inline constexpr const char* json_schema = "traceml.summary/2";
+inline constexpr const char* json_schema = "traceml.summary/3";
 
 namespace detail {
 
@@ -33,11 +33,30 @@ inline void write_stats_member(json_writer& w, const char* key, const std::optio
   write_stats(w, *s);
 }
 
-/// One window's facts in a step object. GPU time (`gpu_span_ms`) and the window busy and idle were
-/// measured in appear when measured; the kernel, copy and set fields only on a recorded step, where
-/// their zeros mean "none ran" rather than "not measured".
+/// A summary figure that may not have been measured (-1): null then, so that the key is always there
+/// and a reader cannot take a missing measurement for a zero.
+inline void member_or_null(json_writer& w, const char* key, double value) {
+  if (value >= 0) w.member(key, value);
+  else w.key(key).null();
+}
+
+/// A window's hardware-counter samples, written only where they reached it: the time they covered,
+/// how many overlapped it, and the shares of that time; tensor and DRAM only where the GPU has those
+/// counters (their absence means "not sampled", never 0%).
+inline void write_counter_facts(json_writer& w, const counter_facts& c) {
+  w.key("counters").begin_object().member("covered_ms", ms(c.covered_ns)).member("samples", c.samples);
+  w.member("busy_share", busy_share(c)).member("sm_active_share", sm_active_share(c));
+  if (c.tensor_covered_ns > 0) w.member("tensor_share", tensor_share(c));
+  if (c.dram_covered_ns > 0) w.member("dram_share", dram_share(c));
+  w.end_object();
+}
+
+/// One window's facts in a step object. GPU time (`gpu_span_ms`), the hardware counters and the
+/// window busy and idle were measured in appear when measured; the kernel, copy and set fields only
+/// on a recorded step, where their zeros mean "none ran" rather than "not measured".
 inline void write_gpu_facts(json_writer& w, const gpu_facts& f, bool kernels_measured) {
   if (f.span_ns >= 0) w.member("gpu_span_ms", ms(f.span_ns));
+  if (f.counters.measured()) write_counter_facts(w, f.counters);
   if (!kernels_measured) return;
   if (f.window_ns >= 0) {
     w.member("window_ms", ms(f.window_ns)).member("busy_ms", ms(f.busy_ns)).member("idle_ms", ms(f.idle_ns));
@@ -78,6 +97,26 @@ inline void write_kernel_summary(json_writer& w, const kernel_summary& k) {
     w.end_object();
   }
   w.end_array().end_object();
+}
+
+/// One counter_summary: every figure over the same `steps` sampled steps; the agreement with the
+/// kernel records over the recorded steps among them, with their own count.
+inline void write_counter_summary(json_writer& w, const counter_summary& c) {
+  w.begin_object().member("steps", static_cast<std::uint64_t>(c.steps));
+  const std::pair<const char*, const summary_stats*> stats[] = {
+      {"window_ms", &c.window_ms}, {"busy_ms", &c.busy_ms}, {"idle_ms", &c.idle_ms}};
+  for (const auto& [key, st] : stats) {
+    w.key(key);
+    write_stats(w, *st);
+  }
+  w.member("busy_share", c.busy_share).member("sm_active_share", c.sm_active_share);
+  member_or_null(w, "tensor_share", c.tensor_share);
+  member_or_null(w, "dram_share", c.dram_share);
+  w.member("coverage", c.coverage).member("samples_per_step", c.samples_per_step);
+  w.key("agreement_on_recorded").begin_object().member("steps", static_cast<std::uint64_t>(c.recorded_steps));
+  member_or_null(w, "counters_busy_share", c.recorded_counter_busy_share);
+  member_or_null(w, "kernel_records_busy_share", c.recorded_kernel_busy_share);
+  w.end_object().end_object();
 }
 
 inline void write_step_gpu(json_writer& w, const step_gpu_report& g) {
@@ -129,9 +168,13 @@ inline void write_phase_summary(json_writer& w, const phase_summary& p) {
     w.key("kernels");
     write_kernel_summary(w, *p.kernels);
   }
+  if (p.counters) {
+    w.key("counters");
+    write_counter_summary(w, *p.counters);
+  }
   w.key("baseline").begin_object().member("wall_ms", p.baseline.wall_ms);
-  if (p.baseline.gpu_ms >= 0) w.member("gpu_ms", p.baseline.gpu_ms);
-  else w.key("gpu_ms").null();
+  member_or_null(w, "gpu_ms", p.baseline.gpu_ms);
+  member_or_null(w, "counter_busy_ms", p.baseline.counter_busy_ms);
   w.end_object().end_object();
 }
 
@@ -151,6 +194,10 @@ inline void write_summary(json_writer& w, const run_summary& s) {
   if (s.step_kernels) {
     w.key("step_kernels");
     write_kernel_summary(w, *s.step_kernels);
+  }
+  if (s.step_counters) {
+    w.key("step_counters");
+    write_counter_summary(w, *s.step_counters);
   }
   w.member("peak_allocated_bytes", s.peak_allocated_bytes).member("peak_reserved_bytes", s.peak_reserved_bytes);
   w.member("unattributed_kernels", s.unattributed_kernels).member("dropped_records", s.dropped_gpu_records);
