@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Renders the sample HTML report in headless Chromium and checks what the browser made of it:
 #   - the DOM after parsing holds every <rect> the report emitted (the inline SVG parsed as SVG, not
-#     as stray text), the known labels, and no parser-inserted elements around the charts;
+#     as stray text), the known labels, the hardware counters' activity chart, and no parser-inserted
+#     elements around the charts;
 #   - a screenshot was produced, is a PNG, and is not trivially small (something was drawn).
 # Everything is local (file://); networking features that would reach out are switched off.
 #   usage: html_browser_test.sh <chromium> <traceml_html_sample> <work dir>
@@ -49,6 +50,12 @@ grep -q '<p class="explanation">4x1 is the fastest: .*(&lt;4 small ones&gt; &amp
   fail "no escaped explanation paragraph in the DOM"
 labels=$(grep -o 'class="median-label"' "$work/dom.html" | wc -l)
 [ "$labels" -eq 3 ] || fail "expected 3 median labels in the DOM, found $labels"
+# The hardware counters' activity chart: its bars kept as SVG, a counter the sample lacks said in words.
+grep -q '<svg class="chart" id="gpu-activity"' "$work/dom.html" || fail "no activity chart in the DOM"
+a=$(grep -o 'data-metric="' "$report" | wc -l)
+b=$(grep -o 'data-metric="' "$work/dom.html" | wc -l)
+[ "$a" -gt 0 ] && [ "$a" -eq "$b" ] || fail "activity bars: emitted $a, parsed $b"
+grep -q 'class="note">not sampled</text>' "$work/dom.html" || fail "no 'not sampled' label in the activity chart"
 
 run_chromium --window-size=1280,2600 --screenshot="$work/report.png" "file://$report" >/dev/null ||
   fail "chromium --screenshot exited with $?"

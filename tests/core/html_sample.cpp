@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   const std::string explanation =
       "4x1 is the fastest: one micro-batch of 4 launches a quarter of the kernels of 1x4 (<4 small ones> & "
       "\"fused\"), so the GPU idles less between launches.\n\nThe ratios are of median step times.";
-  return traceml::write_html_report(argv[1], traceml_test::sample_experiment(), "Accumulation experiment (sample)",
+  // With hardware counters, so that the browser also renders the activity chart.
+  return traceml::write_html_report(argv[1], traceml_test::sample_experiment(true), "Accumulation experiment (sample)",
                                     explanation)
              ? 0
              : 1;

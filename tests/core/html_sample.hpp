@@ -15,9 +15,11 @@ inline constexpr const char* nasty_kernel = "void f<int>(a&b)";
 /// One schedule's run: `steps` steps, the first `warmup` of them three times slower (as a first
 /// step with its allocations and autotuning is). GPU time between phase boundaries on every step
 /// (CUDA events); kernel records on every fourth step (1, 5, 9, ...), which run 10% slower, as the
-/// default recording budget makes them. Deterministic: no random numbers.
+/// default recording budget makes them. With `counters`, hardware-counter samples on every step too
+/// (busy as the kernels make it), except the tensor counter on the 4x1 run (as a GPU that lacks it),
+/// so that a report shows both a sampled and a "not sampled" counter. Deterministic: no random numbers.
 inline traceml::run_result sample_schedule(int micro, int accum, int steps = 24, std::size_t warmup = 3,
-                                           bool gpu = true) {
+                                           bool gpu = true, bool counters = false) {
   using traceml::phase_kind;
   std::vector<traceml::step_result> out;
   const double fwd_per_micro = 6.0 + 4.0 * micro;  // bigger micro-batches cost more, but not linearly
@@ -68,6 +70,20 @@ inline traceml::run_result sample_schedule(int micro, int accum, int steps = 24,
             f.facts.memcpy_bytes = 4096ULL * 4 * static_cast<std::uint64_t>(micro);
           }
         }
+        if (counters) {
+          auto& c = f.facts.counters;
+          c.covered_ns = f.facts.span_ns;
+          c.samples = static_cast<std::uint32_t>(c.covered_ns / 20000);
+          const auto w = static_cast<double>(c.covered_ns);
+          c.busy_ns = busy_frac * w;
+          c.sm_active_ns = 0.7 * busy_frac * w;
+          c.dram_ns = 0.3 * w;
+          c.dram_covered_ns = c.covered_ns;
+          if (micro != 4) {
+            c.tensor_ns = 0.5 * busy_frac * w;
+            c.tensor_covered_ns = c.covered_ns;
+          }
+        }
         rep.total += f.facts;
         rep.phases.push_back(std::move(f));
       };
@@ -97,9 +113,10 @@ inline traceml::run_result sample_schedule(int micro, int accum, int steps = 24,
   return r;
 }
 
-/// The three schedules of the accumulation experiment.
-inline std::vector<traceml::run_result> sample_experiment() {
-  return {sample_schedule(1, 4), sample_schedule(2, 2), sample_schedule(4, 1)};
+/// The three schedules of the accumulation experiment (with hardware counters: see sample_schedule).
+inline std::vector<traceml::run_result> sample_experiment(bool counters = false) {
+  return {sample_schedule(1, 4, 24, 3, true, counters), sample_schedule(2, 2, 24, 3, true, counters),
+          sample_schedule(4, 1, 24, 3, true, counters)};
 }
 
 }  // namespace traceml_test

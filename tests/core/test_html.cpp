@@ -547,8 +547,11 @@ TEST_CASE("a run mixing recorded and unrecorded steps: each GPU figure from its 
           std::string::npos);
     // forward: wall mean 8.6, GPU mean 7.4; eval (2 of 10 steps): wall mean 0.8, GPU mean 0.7
     CHECK(doc.find("forward</td><td class=\"num\">8.000</td><td class=\"num\">8.600</td>") != std::string::npos);
-    CHECK(doc.find("<td class=\"num\">33.0%</td><td class=\"num\">7.400</td></tr>") != std::string::npos);
-    CHECK(doc.find("<td class=\"num\">3.1%</td><td class=\"num\">0.700</td></tr>") != std::string::npos);
+    // (the hardware counters' shares follow in the same row)
+    CHECK(doc.find("<td class=\"num\">33.0%</td><td class=\"num\">7.400</td><td class=\"num\">51.6%</td>") !=
+          std::string::npos);
+    CHECK(doc.find("<td class=\"num\">3.1%</td><td class=\"num\">0.700</td><td class=\"num\">100.0%</td>") !=
+          std::string::npos);
   }
   SECTION("no share outside [0, 100] %") {
     const auto shares = shares_in(doc);
@@ -795,5 +798,198 @@ TEST_CASE("the explanation is escaped and shown under the comparison table", "[h
     REQUIRE(write_html_report(path, runs, "t", text));
     CHECK(slurp(path) == doc);
     std::remove(path.c_str());
+  }
+}
+
+namespace {
+/// The same run with every hardware-counter sample taken away, summarized again.
+run_result without_counters(run_result run) {
+  for (auto& st : run.steps) {
+    if (!st.gpu) continue;
+    st.gpu->total.counters = {};
+    for (auto& p : st.gpu->phases) p.facts.counters = {};
+  }
+  const std::string status = run.summary.gpu_status;
+  run.summary = summarize_run(run.steps, run.summary.warmup_steps);
+  run.summary.gpu_status = status;
+  return run;
+}
+
+/// The activity chart's bars, by "phase/metric" (one run), as the opening <rect> tags.
+std::map<std::string, tag> activity_bars(const std::vector<tag>& tags) {
+  std::map<std::string, tag> out;
+  for (const auto& t : children(tags, find_id(tags, "gpu-activity")))
+    if (t.name == "rect" && !t.closing && t.attrs.count("data-metric"))
+      out.emplace(t.attrs.at("data-phase") + "/" + t.attrs.at("data-metric"), t);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("hardware counters give the activity chart: four shares per phase on a 0..100% scale", "[html][counters]") {
+  // mixed_run.hpp: counters on 9 of the 10 measured steps; forward busy 34.6 of 67 ms sampled,
+  // SM 25%, tensor 20%, DRAM 10%; backward SM 60%; eval busy 100%.
+  const auto run = traceml_test::mixed_run();
+  const auto doc = html_report({run});
+  std::vector<tag> tags;
+  REQUIRE_NOTHROW(tags = tokenize(doc));
+  REQUIRE_NOTHROW(check_balanced(tags));
+  const double full = detail::html::bar_plot_width;  // 100%
+
+  SECTION("bars as long as the shares, in the phase's colour, one group per top-level phase and the step") {
+    const auto bars = activity_bars(tags);
+    CHECK(bars.size() == 6 * 4);  // dataloader, forward, backward, optimizer, eval, step
+    const auto width = [&](const std::string& key) {
+      INFO(key);
+      REQUIRE(bars.count(key));
+      return std::stod(bars.at(key).attrs.at("width"));
+    };
+    CHECK(width("forward/busy") == Approx(34.6 / 67 * full).margin(0.006));
+    CHECK(width("forward/sm") == Approx(0.25 * full).margin(0.006));
+    CHECK(width("forward/tensor") == Approx(0.2 * full).margin(0.006));
+    CHECK(width("forward/dram") == Approx(0.1 * full).margin(0.006));
+    CHECK(width("backward/sm") == Approx(0.6 * full).margin(0.006));
+    CHECK(width("eval/busy") == Approx(full).margin(0.006));
+    CHECK(width("dataloader/busy") == 0);
+    CHECK(width("step/busy") == Approx(129.7 / 202.5 * full).margin(0.006));
+    // Every bar of a group starts on the axis and none passes its 100% end.
+    for (const auto& [key, t] : bars) {
+      INFO(key);
+      CHECK(std::stod(t.attrs.at("x")) == Approx(std::stod(bars.at("forward/busy").attrs.at("x"))));
+      CHECK(std::stod(t.attrs.at("width")) <= full + 1e-9);
+    }
+    const detail::html::phase_palette pal({run});
+    CHECK(bars.at("forward/busy").attrs.at("fill") == pal.color(phase_kind::forward, "forward"));
+    CHECK(bars.at("forward/dram").attrs.at("fill") == pal.color(phase_kind::forward, "forward"));
+    CHECK(bars.at("eval/sm").attrs.at("fill") == pal.color(phase_kind::user, "eval"));
+  }
+  SECTION("values after the bars, the sample set in the note and beside each group") {
+    const auto inner = children(tags, find_id(tags, "gpu-activity"));
+    std::vector<std::string> values;
+    for (const auto& t : inner)
+      if (!t.closing && t.name == "text" && t.attrs.count("class") && t.attrs.at("class") == "value")
+        values.push_back(text_after(doc, t));
+    REQUIRE(values.size() == 24);
+    // forward is the second group: busy, SM active, tensor, DRAM.
+    CHECK(std::vector<std::string>(values.begin() + 4, values.begin() + 8) ==
+          std::vector<std::string>{"51.6%", "25.0%", "20.0%", "10.0%"});
+    CHECK(values[12] == "40.0%");   // optimizer busy
+    CHECK(values[16] == "100.0%");  // eval busy, on the two steps it ran
+    std::size_t steps_labels = 0;
+    for (const auto& t : inner)
+      if (!t.closing && t.name == "text" && text_after(doc, t) == "9 of 10 steps") ++steps_labels;
+    CHECK(steps_labels == 6);
+    CHECK(doc.find("not only on recorded ones: over 9 sampled steps of 10.</p>") != std::string::npos);
+    CHECK(doc.find("<title>forward: SM active 25.0% of the sampled GPU window, over 9 of 10 steps</title>") !=
+          std::string::npos);
+  }
+  SECTION("the agreement of the two sources on the recorded step") {
+    const std::string fwd =
+        "forward</td><td class=\"num\">1</td><td class=\"num\">60.0%</td><td class=\"num\">54.5%</td></tr>";
+    CHECK(doc.find(fwd) != std::string::npos);  // counters 0.6 against records 6/11
+    CHECK(doc.find("<tfoot><tr><td>step</td><td class=\"num\">1</td><td class=\"num\">61.9%</td>"
+                   "<td class=\"num\">58.7%</td></tr>") != std::string::npos);  // 19.5 and 18.5 of 31.5
+    const auto table = doc.substr(doc.find("<table class=\"data agreement\">"));
+    CHECK(table.substr(0, table.find("</table>")).find("eval") == std::string::npos);  // never on a recorded step
+  }
+  SECTION("the phase table and the summary card carry the same shares") {
+    CHECK(doc.find("<th class=\"num\">GPU busy</th><th class=\"num\">SM active</th><th class=\"num\">tensor</th>"
+                   "<th class=\"num\">DRAM</th>") != std::string::npos);
+    CHECK(doc.find("<td class=\"num\">7.400</td><td class=\"num\">51.6%</td><td class=\"num\">25.0%</td>"
+                   "<td class=\"num\">20.0%</td><td class=\"num\">10.0%</td></tr>") != std::string::npos);
+    CHECK(doc.find("shares of the sampled GPU window from hardware counters, over 9 of 10 steps (sampled)") !=
+          std::string::npos);
+    CHECK(doc.find("<td>64.0% of the step's GPU window, SM active 43.9%, over 9 sampled steps of 10</td>") !=
+          std::string::npos);
+  }
+  SECTION("a counter this GPU does not sample has no bar and no 0%; a share past its whole is drawn at 100%") {
+    auto odd = run;
+    for (auto& p : odd.summary.phases)
+      if (p.name == "forward") {
+        p.counters->tensor_share = -1;
+        p.counters->busy_share = 1.004;
+      }
+    const auto d = html_report({odd});
+    const auto t = tokenize(d);
+    const auto bars = activity_bars(t);
+    CHECK_FALSE(bars.count("forward/tensor"));
+    CHECK(std::stod(bars.at("forward/busy").attrs.at("width")) == Approx(full));
+    CHECK(d.find("class=\"note\">not sampled</text>") != std::string::npos);
+    CHECK(d.find("100.4%") == std::string::npos);
+    CHECK(d.find("<td class=\"num\">7.400</td><td class=\"num\">100.0%</td><td class=\"num\">25.0%</td>"
+                 "<td class=\"num\">&ndash;</td>") != std::string::npos);
+  }
+  SECTION("several runs: each phase's groups side by side, labelled with their run") {
+    const auto other = traceml_test::mixed_run({"busier", 1.0, 1.0, 1.0, 1.25});
+    const auto d = html_report({run, other});
+    const auto t = tokenize(d);
+    std::vector<std::string> order;
+    for (const auto& e : children(t, find_id(t, "gpu-activity")))
+      if (e.name == "rect" && !e.closing && e.attrs.at("data-metric") == "busy")
+        order.push_back(e.attrs.at("data-phase") + "@" + e.attrs.at("data-run"));
+    CHECK(order == std::vector<std::string>{"dataloader@0", "dataloader@1", "forward@0", "forward@1", "backward@0",
+                                            "backward@1", "optimizer@0", "optimizer@1", "eval@0", "eval@1", "step@0",
+                                            "step@1"});
+    CHECK(d.find("mixed over 9 sampled steps of 10; busier over 9 sampled steps of 10.</p>") != std::string::npos);
+    CHECK(d.find("<title>forward \xC2\xB7 busier: GPU busy ") != std::string::npos);
+  }
+  SECTION("no share outside [0, 100] %") {
+    for (double v : shares_in(doc)) {
+      INFO(v);
+      CHECK(v >= 0);
+      CHECK(v <= 100);
+    }
+  }
+}
+
+TEST_CASE("without hardware counters: no activity chart, no counter columns", "[html][counters]") {
+  const auto plain = without_counters(traceml_test::mixed_run());
+  REQUIRE_FALSE(plain.summary.step_counters);
+  const auto doc = html_report({plain});
+  const auto tags = tokenize(doc);
+  CHECK_NOTHROW(check_balanced(tags));
+  CHECK_FALSE(has_id(tags, "gpu-activity"));
+  CHECK_FALSE(has_id(tags, "activity"));
+  CHECK(doc.find("data agreement") == std::string::npos);
+  CHECK(doc.find("(hardware counters)") == std::string::npos);  // neither the section nor the summary card's row
+  CHECK(doc.find("from hardware counters") == std::string::npos);
+  CHECK(doc.find("<th class=\"num\">SM active</th>") == std::string::npos);
+  CHECK(doc.find("<td class=\"num\">7.400</td></tr>") != std::string::npos);  // forward's row ends at gpu ms
+  std::size_t svgs = 0;
+  for (const auto& t : tags) svgs += t.name == "svg" && !t.closing;
+  CHECK(svgs == 3);  // step time, breakdown, GPU busy/idle
+  // Counters without kernel records: the chart, but no agreement table.
+  auto unrecorded = traceml_test::mixed_run();
+  for (auto& st : unrecorded.steps) st.gpu->kernels_measured = false;
+  unrecorded.summary = summarize_run(unrecorded.steps, 2);
+  const auto d = html_report({unrecorded});
+  CHECK(has_id(tokenize(d), "gpu-activity"));
+  CHECK(d.find("data agreement") == std::string::npos);
+}
+
+TEST_CASE("the sample experiment with hardware counters: four charts, a counter not sampled said in words",
+          "[html][counters]") {
+  const auto runs = traceml_test::sample_experiment(true);  // as the browser test renders it
+  const auto doc = html_report(runs);
+  std::vector<tag> tags;
+  REQUIRE_NOTHROW(tags = tokenize(doc));
+  REQUIRE_NOTHROW(check_balanced(tags));
+  std::size_t svgs = 0;
+  for (const auto& t : tags) svgs += t.name == "svg" && !t.closing;
+  CHECK(svgs == 4);  // step time, breakdown, GPU busy/idle, activity
+  std::size_t tensor_bars = 0, bars = 0;
+  for (const auto& t : children(tags, find_id(tags, "gpu-activity"))) {
+    if (t.name != "rect" || t.closing) continue;
+    ++bars;
+    tensor_bars += t.attrs.at("data-metric") == "tensor";
+  }
+  CHECK(bars == 15 * 4 - 5);  // 4 phases and the step x 3 runs; 4x1 has no tensor counter
+  CHECK(tensor_bars == 10);
+  CHECK(count(doc, "class=\"note\">not sampled</text>") == 5);
+  CHECK(doc.find("1x4 over 21 sampled steps of 21; 2x2 over 21 sampled steps of 21; 4x1 over 21 sampled steps of 21.") !=
+        std::string::npos);
+  for (double v : shares_in(doc)) {
+    INFO(v);
+    CHECK(v >= 0);
+    CHECK(v <= 100);
   }
 }

@@ -45,7 +45,7 @@ std::string slurp(const std::string& path) {
 TEST_CASE("the JSON summary parses back and carries the summary's numbers", "[sinks][json]") {
   const auto run = sample_run();
   const json doc = json::parse(json_summary({run, run}));
-  CHECK(doc["schema"] == "traceml.summary/2");
+  CHECK(doc["schema"] == "traceml.summary/3");
   REQUIRE(doc["runs"].size() == 2);
   const auto& r = doc["runs"][0];
   CHECK(r["name"] == "1x4");
@@ -102,6 +102,30 @@ void check_kernel_summary(const json& k) {
     CHECK(k[f].get<double>() <= 1);
   }
   CHECK(k["busy_share"].get<double>() + k["idle_share"].get<double>() == Approx(window > 0 ? 1 : 0));
+}
+
+/// Checks that a JSON counter_summary object rests on its own `steps`, busy + idle = window, and
+/// every share is in [0, 1] or null (not sampled).
+void check_counter_summary(const json& c) {
+  for (const char* f : {"window_ms", "busy_ms", "idle_ms"}) CHECK(c[f]["count"] == c["steps"]);
+  CHECK(c["busy_ms"]["mean"].get<double>() + c["idle_ms"]["mean"].get<double>() ==
+        Approx(c["window_ms"]["mean"].get<double>()));
+  const auto& a = c["agreement_on_recorded"];
+  CHECK(a["steps"].get<std::uint64_t>() <= c["steps"].get<std::uint64_t>());
+  for (const json* share : {&c["busy_share"], &c["sm_active_share"], &c["tensor_share"], &c["dram_share"],
+                            &c["coverage"], &a["counters_busy_share"], &a["kernel_records_busy_share"]}) {
+    if (share->is_null()) continue;
+    CHECK(share->get<double>() >= 0);
+    CHECK(share->get<double>() <= 1);
+  }
+}
+
+/// The summary phase object named `name`.
+const json& phase_named(const json& summary, const std::string& name) {
+  for (const auto& p : summary["phases"])
+    if (p["name"] == name) return p;
+  FAIL("no phase " << name);
+  throw;
 }
 }  // namespace
 
@@ -209,6 +233,81 @@ TEST_CASE("the JSON summary carries every sample set with its count", "[sinks][j
     CHECK_FALSE(cpu["gpu"].contains("step_kernels"));
     CHECK_FALSE(cpu["phases"][0].contains("kernels"));
     CHECK_FALSE(cpu["phases"][0].contains("gpu_ms"));
+    CHECK_FALSE(cpu["phases"][0].contains("counters"));  // no hardware counters either
+    CHECK_FALSE(cpu["gpu"].contains("step_counters"));
+    CHECK(cpu["phases"][0]["baseline"]["counter_busy_ms"].is_null());
+  }
+}
+
+TEST_CASE("the JSON summary's hardware counters rest on the sampled steps, with their count", "[sinks][json]") {
+  const json doc = json::parse(json_summary({traceml_test::mixed_run()}));
+  const auto& s = doc["runs"][0]["summary"];
+  const auto& fwd = phase_named(s, "forward");
+  REQUIRE(fwd.contains("counters"));
+  const auto& c = fwd["counters"];
+  CHECK(c["steps"] == 9);  // measured steps 2..11 without the unsampled step 6
+  CHECK(c["window_ms"]["count"] == 9);
+  CHECK(c["window_ms"]["mean"].get<double>() == Approx(67.0 / 9));
+  CHECK(c["busy_ms"]["mean"].get<double>() == Approx(34.6 / 9));
+  CHECK(c["idle_ms"]["mean"].get<double>() == Approx((67.0 - 34.6) / 9));
+  CHECK(c["busy_share"].get<double>() == Approx(34.6 / 67));
+  CHECK(c["sm_active_share"].get<double>() == Approx(0.25));
+  CHECK(c["tensor_share"].get<double>() == Approx(0.2));
+  CHECK(c["dram_share"].get<double>() == Approx(0.1));
+  CHECK(c["coverage"].get<double>() == Approx(1));
+  CHECK(c["samples_per_step"].get<double>() == Approx(3350.0 / 9));
+  const auto& a = c["agreement_on_recorded"];
+  CHECK(a["steps"] == 1);  // the one step with both kernel records and samples
+  CHECK(a["counters_busy_share"].get<double>() == Approx(0.6));
+  CHECK(a["kernel_records_busy_share"].get<double>() == Approx(6.0 / 11));
+  CHECK(fwd["baseline"]["counter_busy_ms"].get<double>() == Approx(3.5));  // every baseline step sampled
+  CHECK(phase_named(s, "backward")["baseline"]["counter_busy_ms"].get<double>() == Approx(8.8));
+  // The optimizer's tensor pipes were sampled and idle: 0, a measurement, not null.
+  CHECK(phase_named(s, "optimizer")["counters"]["tensor_share"] == 0);
+  CHECK(phase_named(s, "dataloader")["counters"]["busy_share"] == 0);
+
+  const auto& eval = phase_named(s, "eval");  // ran on 2 of the 9 sampled steps, never a recorded one
+  REQUIRE(eval.contains("counters"));
+  CHECK(eval["counters"]["steps"] == 9);
+  CHECK(eval["counters"]["busy_ms"]["mean"].get<double>() == Approx(7.0 / 9));
+  CHECK(eval["counters"]["busy_share"].get<double>() == Approx(1));
+  CHECK(eval["counters"]["agreement_on_recorded"]["steps"] == 0);
+  CHECK(eval["counters"]["agreement_on_recorded"]["counters_busy_share"].is_null());
+  CHECK(eval["counters"]["agreement_on_recorded"]["kernel_records_busy_share"].is_null());
+  CHECK(eval["baseline"]["counter_busy_ms"].get<double>() == Approx(0.875));
+
+  const auto& st = s["gpu"]["step_counters"];
+  CHECK(st["steps"] == 9);
+  CHECK(st["busy_share"].get<double>() == Approx(129.7 / 202.5));
+  CHECK(st["busy_ms"]["mean"].get<double>() == Approx(129.7 / 9));
+  CHECK(st["window_ms"]["mean"].get<double>() == Approx(202.5 / 9));
+  CHECK(st["agreement_on_recorded"]["steps"] == 1);
+  CHECK(st["agreement_on_recorded"]["counters_busy_share"].get<double>() == Approx(19.5 / 31.5));
+  CHECK(st["agreement_on_recorded"]["kernel_records_busy_share"].get<double>() == Approx(18.5 / 31.5));
+  check_counter_summary(st);
+  for (const auto& p : s["phases"]) {
+    INFO(p["name"]);
+    REQUIRE(p.contains("counters"));
+    check_counter_summary(p["counters"]);
+  }
+
+  SECTION("a GPU without tensor or DRAM counters: those shares are null, the others stay") {
+    auto run = traceml_test::mixed_run();
+    for (auto& step : run.steps) {
+      auto& g = *step.gpu;
+      g.total.counters.tensor_covered_ns = g.total.counters.dram_covered_ns = 0;
+      for (auto& p : g.phases) p.facts.counters.tensor_covered_ns = p.facts.counters.dram_covered_ns = 0;
+    }
+    run.summary = summarize_run(run.steps, 2);
+    const json plain = json::parse(json_summary({run}))["runs"][0]["summary"];
+    const auto& pc = phase_named(plain, "forward")["counters"];
+    CHECK(pc["tensor_share"].is_null());
+    CHECK(pc["dram_share"].is_null());
+    CHECK(pc["busy_share"].get<double>() == Approx(34.6 / 67));
+    CHECK(plain["gpu"]["step_counters"]["tensor_share"].is_null());
+    const json line = json::parse(step_jsonl_line("mixed", run.steps[4]));
+    CHECK_FALSE(line["gpu"]["counters"].contains("tensor_share"));  // not sampled: absent, not 0
+    CHECK_FALSE(line["gpu"]["phases"][1]["counters"].contains("dram_share"));
   }
 }
 
@@ -242,6 +341,34 @@ TEST_CASE("a JSONL line has kernel fields only for a recorded step, busy + idle 
     CHECK_FALSE(u.contains(f));  // not measured, so not written as zeros
   CHECK(u["phases"][1]["gpu_span_ms"].get<double>() == Approx(3.5));
   CHECK_FALSE(u["phases"][1].contains("kernels"));
+}
+
+TEST_CASE("a JSONL line has hardware counters on every sampled step, recorded or not", "[sinks][jsonl]") {
+  const auto run = traceml_test::mixed_run();
+  const json plain = json::parse(step_jsonl_line("mixed", run.steps[4]));  // sampled, not recorded
+  const auto& u = plain["gpu"]["counters"];
+  CHECK(u["covered_ms"].get<double>() == Approx(20.5));  // every window covered whole
+  CHECK(u["samples"] == 1025);                          // one per 20 us
+  CHECK(u["busy_share"].get<double>() == Approx(12.9 / 20.5));
+  const auto& f = plain["gpu"]["phases"][1]["counters"];
+  REQUIRE(plain["gpu"]["phases"][1]["name"] == "forward");
+  CHECK(f["covered_ms"].get<double>() == Approx(3.5));
+  CHECK(f["samples"] == 175);
+  CHECK(f["busy_share"].get<double>() == Approx(0.5));
+  CHECK(f["sm_active_share"].get<double>() == Approx(0.25));
+  CHECK(f["tensor_share"].get<double>() == Approx(0.2));
+  CHECK(f["dram_share"].get<double>() == Approx(0.1));
+
+  const json rec = json::parse(step_jsonl_line("mixed", run.steps[5]));  // recorded and sampled
+  CHECK(rec["gpu"]["counters"]["covered_ms"].get<double>() == Approx(31.5));
+  CHECK(rec["gpu"]["counters"]["samples"] == 1575);
+  CHECK(rec["gpu"]["counters"]["busy_share"].get<double>() == Approx(19.5 / 31.5));
+  CHECK(rec["gpu"]["phases"][1]["counters"]["busy_share"].get<double>() == Approx(0.6));
+  CHECK(rec["gpu"]["phases"][1]["busy_ms"].get<double>() == Approx(3));  // the records' own figure beside it
+
+  const json unsampled = json::parse(step_jsonl_line("mixed", run.steps[6]));
+  CHECK_FALSE(unsampled["gpu"].contains("counters"));  // not measured, so not written as zeros
+  for (const auto& p : unsampled["gpu"]["phases"]) CHECK_FALSE(p.contains("counters"));
 }
 
 TEST_CASE("the Chrome trace parses and has CPU spans, GPU tracks and launch flows", "[sinks][trace]") {
@@ -370,4 +497,75 @@ TEST_CASE("write_json_summary writes the file it was asked to", "[sinks][json]")
   REQUIRE(write_json_summary(path, {sample_run()}));
   CHECK(json::parse(slurp(path))["runs"][0]["name"] == "1x4");
   std::remove(path.c_str());
+}
+
+TEST_CASE("the table's hardware-counter block: sampled shares per phase, and the steps they rest on", "[sinks][table][counters]") {
+  const auto run = traceml_test::mixed_run();
+  const auto table = format_table(run);
+  const auto at = table.find("\nhardware counters ");
+  REQUIRE(at != std::string::npos);
+  const auto block = table.substr(at + 1);  // under the main table, whose rows keep their 13 cells
+  CHECK(table_row(table, "forward").size() == 13);
+  // busy ms | busy % SM % tensor % DRAM % | rec. counters % rec. kernels %
+  CHECK(table_row(block, "forward") == std::vector<std::string>{"3.844", "51.6", "25.0", "20.0", "10.0", "60.0", "54.5"});
+  const auto bwd = table_row(block, "backward");
+  REQUIRE(bwd.size() == 7);
+  CHECK(bwd[1] == "78.4");  // (0.8 x 88 + 0.7 x 17) / 105
+  CHECK(bwd[2] == "60.0");
+  // eval ran on no recorded step: nothing to hold the sources against.
+  CHECK(table_row(block, "eval") == std::vector<std::string>{"0.778", "100.0", "90.0", "80.0", "20.0", "-", "-"});
+  CHECK(table_row(block, "step") == std::vector<std::string>{"14.411", "64.0", "43.9", "35.3", "23.9", "61.9", "58.7"});
+  CHECK(block.find("busy ms, busy/SM/tensor/DRAM % of the sampled GPU window: 9 of 10 steps (sampled, hardware counters); "
+                   "rec. counters/kernels %: GPU busy from counters and from kernel records on the same 1 recorded step; "
+                   "samples covered 100.0% of the step's GPU window\n") != std::string::npos);
+  // The kernel records' note is the same as without counters.
+  CHECK(table.find("kernel ms, busy/idle % of the GPU window, kernels/step: 1 of 10 steps (recorded, CUPTI); recording "
+                   "cost +45.8% per recorded step (median of each against the untraced steps before it)\n") < at);
+  SECTION("every share within [0, 100]") {
+    for (const char* name : {"dataloader", "forward", "backward", "optimizer", "eval", "step"}) {
+      const auto row = table_row(block, name);
+      REQUIRE(row.size() == 7);
+      for (std::size_t i = 1; i < row.size(); ++i) {
+        if (row[i] == "-") continue;
+        INFO(name << " column " << i);
+        CHECK(std::stod(row[i]) >= 0);
+        CHECK(std::stod(row[i]) <= 100);
+      }
+    }
+  }
+  SECTION("a share past its whole prints as 100.0, a counter not sampled as -") {
+    auto odd = run;
+    for (auto& p : odd.summary.phases)
+      if (p.name == "forward") {
+        p.counters->busy_share = 1.004;
+        p.counters->tensor_share = -1;
+      }
+    const auto t = format_table(odd);
+    const auto row = table_row(t.substr(t.find("\nhardware counters ") + 1), "forward");
+    REQUIRE(row.size() == 7);
+    CHECK(row[1] == "100.0");
+    CHECK(row[3] == "-");
+  }
+  SECTION("counters without kernel records: no agreement columns") {
+    auto unrecorded = run;
+    for (auto& st : unrecorded.steps) st.gpu->kernels_measured = false;
+    unrecorded.summary = summarize_run(unrecorded.steps, 2);
+    const auto t = format_table(unrecorded);
+    const auto b = t.substr(t.find("\nhardware counters ") + 1);
+    CHECK(b.find("rec. counters %") == std::string::npos);
+    CHECK(table_row(b, "forward").size() == 5);
+    CHECK(b.find("9 of 10 steps (sampled, hardware counters); samples covered") != std::string::npos);
+  }
+  SECTION("no counters: no block") {
+    auto plain = run;
+    for (auto& st : plain.steps) {
+      st.gpu->total.counters = {};
+      for (auto& p : st.gpu->phases) p.facts.counters = {};
+    }
+    plain.summary = summarize_run(plain.steps, 2);
+    const auto t = format_table(plain);
+    CHECK(t.find("hardware counters ") == std::string::npos);
+    CHECK(t.find("SM %") == std::string::npos);
+    CHECK(t.find("(sampled, hardware counters)") == std::string::npos);
+  }
 }

@@ -70,6 +70,31 @@ inline std::size_t kernel_steps(const run_summary& s) {
   return 0;
 }
 
+/// How many steps the hardware-counter figures rest on (sampled steps after warm-up); 0 without any.
+inline std::size_t counter_steps(const run_summary& s) {
+  if (s.step_counters) return s.step_counters->steps;
+  for (const auto& p : s.phases)
+    if (p.counters) return p.counters->steps;
+  return 0;
+}
+
+/// The most steps that were both sampled and recorded under any phase or the step: the steps on which
+/// the hardware counters' busy share can be held against the kernel records'; 0 when there were none.
+inline std::size_t counters_and_records_steps(const run_summary& s) {
+  std::size_t n = s.step_counters ? s.step_counters->recorded_steps : 0;
+  for (const auto& p : s.phases)
+    if (p.counters) n = std::max(n, p.counters->recorded_steps);
+  return n;
+}
+
+/// A share as a percentage with `decimals` digits and no sign: "51.6". Kept within [0, 100], so that
+/// a share a sampled window rounded a hair past its whole never reads as more than all of it; "-"
+/// for a negative share, the summary's "not measured" (a counter this GPU does not sample).
+inline std::string share_percent_text(double share, int decimals = 1) {
+  if (!(share >= 0)) return "-";
+  return fixed_text(std::min(share, 1.0) * 100, decimals);
+}
+
 /// A fraction as a signed percentage: "+45.8%", "-3.0%".
 inline std::string signed_percent(double fraction) {
   return (fraction >= 0 ? "+" : "") + fixed_text(fraction * 100, 1) + "%";

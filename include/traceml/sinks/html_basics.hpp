@@ -51,6 +51,10 @@ inline std::string ms(double v) {
 /// A fraction as a percentage with one decimal.
 inline std::string pct(double fraction) { return fixed(fraction * 100, 1) + "%"; }
 
+/// A share as a percentage with one decimal, never above 100% (share_percent_text); "&ndash;" for a
+/// counter that was not measured (a negative share).
+inline std::string share_pct(double share) { return share >= 0 ? share_percent_text(share) + "%" : "&ndash;"; }
+
 /// An axis label: up to three decimals, trailing zeros dropped (0, 2.5, 10).
 inline std::string tick_label(double v) {
   std::string s = fixed(v, 3);
@@ -181,6 +185,17 @@ inline bool has_gpu_facts(const phase_summary& p) {
 inline std::string recorded_steps_note(const run_summary& s) {
   const std::size_t n = kernel_steps(s);
   return "over " + std::to_string(n) + (n == 1 ? " recorded step" : " recorded steps") + " of " +
+         std::to_string(s.step_ms.count);
+}
+
+/// Whether any step of the run had hardware-counter samples (after warm-up): only then does the
+/// summary carry sampled busy, SM active, tensor and DRAM shares.
+inline bool counters_measured(const run_result& run) { return counter_steps(run.summary) > 0; }
+
+/// "over 9 sampled steps of 10": the sample set of a run's hardware-counter figures.
+inline std::string sampled_steps_note(const run_summary& s) {
+  const std::size_t n = counter_steps(s);
+  return "over " + std::to_string(n) + (n == 1 ? " sampled step" : " sampled steps") + " of " +
          std::to_string(s.step_ms.count);
 }
 

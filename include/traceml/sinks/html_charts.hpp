@@ -1,5 +1,6 @@
 // traceml HTML report, part 2: the inline SVG charts (step time per step, stacked bars of the mean
-// step and of the GPU window). Lengths follow the numbers: value * plot size / axis max.
+// step and of the GPU window, the hardware counters' shares per phase). Lengths follow the numbers:
+// value * plot size / axis max.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -328,6 +329,132 @@ inline void gpu_chart(std::string& o, const std::vector<run_result>& runs, const
     }
   bar_chart(o, "gpu-busy-idle", "GPU busy and idle time within each phase's GPU window", rows, nice_axis(hi));
   legend(o, {{"GPU busy (the phase's colour)", "#555555"}, {"GPU idle", idle_color}});
+}
+
+/// One of the hardware-counter shares the activity chart draws per phase, top to bottom. Each is a
+/// lighter tone of the phase's colour (fill-opacity), so that a group of four reads as one phase.
+struct counter_metric {
+  const char* key;     ///< data-metric of its bars
+  const char* label;   ///< beside each bar and in tooltips
+  const char* legend;  ///< what the share means
+  double opacity;
+  const char* swatch;  ///< the legend's grey in that tone
+};
+
+inline constexpr counter_metric counter_metrics[] = {
+    {"busy", "GPU busy", "GPU busy: the GPU ran any work", 1.0, "#555555"},
+    {"sm", "SM active", "SM active: SMs with work, averaged over the SMs (below busy when work fills few SMs)", 0.8,
+     "#777777"},
+    {"tensor", "tensor", "tensor: tensor pipes active, share of their peak", 0.6, "#999999"},
+    {"dram", "DRAM", "DRAM: memory throughput, share of its peak", 0.4, "#bbbbbb"}};
+inline constexpr std::size_t counter_metric_count = sizeof counter_metrics / sizeof counter_metrics[0];
+
+/// The share of metric `m` (counter_metrics' order); negative when that counter was not sampled.
+inline double counter_share(const counter_summary& k, std::size_t m) {
+  switch (m) {
+    case 0: return k.busy_share;
+    case 1: return k.sm_active_share;
+    case 2: return k.tensor_share;
+    default: return k.dram_share;
+  }
+}
+
+/// One group of the activity chart: a phase (or the whole step) of one run.
+struct counter_group {
+  std::string label;     ///< the phase (not escaped yet)
+  std::string sublabel;  ///< the run, when several are compared
+  std::string steps;     ///< "9 of 10 steps": what the group rests on
+  std::string color;
+  std::string data;      ///< extra attributes for the bars (data-run="0")
+  const counter_summary* k = nullptr;
+};
+
+// Geometry of the activity chart: four thin bars per group.
+inline constexpr double counter_bar_height = 9;
+inline constexpr double counter_bar_pitch = 12;
+inline constexpr double counter_group_height =
+    counter_bar_pitch * counter_metric_count - (counter_bar_pitch - counter_bar_height);
+inline constexpr double counter_group_gap = 14;
+
+/// A group's labels at the left (phase, run, steps) and its four bars from `left`, starting at `y`.
+/// A bar is share * bar_plot_width long (the axis is 0..100%), its value printed after it.
+inline void counter_group_bars(std::string& o, const counter_group& g, double left, double label_right, double y) {
+  const std::vector<std::string> lines = g.sublabel.empty() ? std::vector<std::string>{g.label, g.steps}
+                                                            : std::vector<std::string>{g.label, g.sublabel, g.steps};
+  const double first = y + counter_group_height / 2 - 13.0 * static_cast<double>(lines.size() - 1) / 2 + 4;
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    svg_text(o, label_right, first + 13.0 * static_cast<double>(i), shorten(lines[i], 28), "end",
+             i == 0 ? "label" : "sublabel");
+  const std::string who = escape(g.label) + (g.sublabel.empty() ? "" : " \xC2\xB7 " + escape(g.sublabel));
+  for (std::size_t m = 0; m < counter_metric_count; ++m) {
+    const counter_metric& cm = counter_metrics[m];
+    const double share = counter_share(*g.k, m), top = y + counter_bar_pitch * static_cast<double>(m);
+    const double mid = top + counter_bar_height / 2 + 4;
+    svg_text(o, left - 6, mid, cm.label, "end", "sublabel");
+    if (!(share >= 0)) {  // this GPU does not sample that counter: no bar, and no 0% that looks measured
+      svg_text(o, left + 6, mid, "not sampled", "start", "note");
+      o += "\n";
+      continue;
+    }
+    const double w = std::clamp(share, 0.0, 1.0) * bar_plot_width;
+    o += "\n<rect class=\"counter\" " + g.data + " data-phase=\"" + escape(g.label) + "\" data-metric=\"" + cm.key +
+         "\" x=\"" + px(left) + "\" y=\"" + px(top) + "\" width=\"" + px(w) + "\" height=\"" + px(counter_bar_height) +
+         "\" fill=\"" + g.color + "\" fill-opacity=\"" + fixed(cm.opacity, 1) + "\"><title>" + who + ": " + cm.label + " " +
+         share_pct(share) + " of the sampled GPU window, over " + escape(g.steps) + "</title></rect>";
+    svg_text(o, left + w + 6, mid, share_percent_text(share) + "%", "start", "value");
+    o += "\n";
+  }
+}
+
+/// Per top-level phase and run, then the whole step: the hardware counters' GPU busy, SM active,
+/// tensor and DRAM shares of the phase's sampled GPU window, on a 0..100% scale; each group says
+/// how many sampled steps it rests on. Phases in order of first appearance over all runs, each with
+/// every run that sampled it, so the schedules of one phase sit next to each other.
+inline void counter_chart(std::string& o, const std::vector<run_result>& runs, const phase_palette& pal) {
+  std::vector<std::pair<phase_kind, std::string>> keys;
+  for (const auto& r : runs)
+    for (const auto& p : r.summary.phases)
+      if (p.top_level && p.counters && std::none_of(keys.begin(), keys.end(), [&](const auto& k) {
+            return k.first == p.kind && k.second == p.name;
+          }))
+        keys.emplace_back(p.kind, p.name);
+  std::vector<counter_group> groups;
+  const auto group = [&](std::size_t ri, const std::string& label, const std::string& color, const counter_summary& k) {
+    groups.push_back({label, runs.size() > 1 ? runs[ri].name : std::string(),
+                      steps_of(k.steps, runs[ri].summary.step_ms.count), color,
+                      "data-run=\"" + std::to_string(ri) + "\"", &k});
+  };
+  for (const auto& [kind, name] : keys)
+    for (std::size_t ri = 0; ri < runs.size(); ++ri)
+      for (const auto& p : runs[ri].summary.phases)
+        if (p.kind == kind && p.name == name && p.top_level && p.counters)
+          group(ri, p.name, pal.color(p.kind, p.name), *p.counters);
+  for (std::size_t ri = 0; ri < runs.size(); ++ri)
+    if (runs[ri].summary.step_counters)  // the whole step, in the legend's greys
+      group(ri, "step", counter_metrics[0].swatch, *runs[ri].summary.step_counters);
+
+  std::vector<std::string> labels;
+  for (const auto& g : groups)
+    for (const std::string* l : {&g.label, &g.sublabel, &g.steps}) labels.push_back(*l);
+  const double label_right = label_width(labels), left = label_right + 76, top = 8;  // then the metric labels
+  const double pitch = counter_group_height + counter_group_gap;
+  const double plot_bottom = top + static_cast<double>(groups.size()) * pitch - counter_group_gap / 2;
+  const double width = left + bar_plot_width + 90, height = plot_bottom + 40;  // after a bar: "100.0%", "not sampled"
+  o += "<svg class=\"chart\" id=\"gpu-activity\" viewBox=\"0 0 " + px(width) + " " + px(height) + "\" width=\"" +
+       px(width) + "\" height=\"" + px(height) +
+       "\" role=\"img\" aria-label=\"GPU busy, SM active, tensor and DRAM shares within each phase, from hardware "
+       "counters\">\n";
+  value_axis(o, nice_axis(100), left, bar_plot_width, top - 4, plot_bottom, "% of the sampled GPU window");
+  o += "\n";
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    counter_group_bars(o, groups[i], left, label_right, top + static_cast<double>(i) * pitch);
+  o += "</svg>\n<ul class=\"legend\">";
+  for (const auto& cm : counter_metrics) {
+    o += "<li>";
+    swatch(o, cm.swatch);
+    o += escape(cm.legend) + "</li>";
+  }
+  o += "<li class=\"muted\">each phase in its own colour, lighter down its four bars</li></ul>\n";
 }
 
 }  // namespace html

@@ -63,6 +63,7 @@ svg.chart text.tick, svg.chart text.unit, svg.chart text.note, svg.chart text.su
 svg.chart text.inbar { fill: #ffffff; font-size: 11px; font-weight: 600; }
 svg.chart text.inbar-dark { fill: #333333; font-size: 11px; font-weight: 600; }
 svg.chart text.total { font-weight: 600; }
+svg.chart text.value { font-size: 11px; }
 svg.chart line.axis { stroke: #888888; stroke-width: 1; }
 svg.chart line.grid { stroke: #e6e6e6; stroke-width: 1; }
 svg.chart line.median { stroke-width: 1.5; }
@@ -155,6 +156,27 @@ inline std::string html_report(const std::vector<run_result>& runs, const std::s
     }
     o += "</p>\n";
     h::gpu_chart(o, runs, pal);
+    o += "</section>\n";
+  }
+
+  const bool any_counters =
+      std::any_of(runs.begin(), runs.end(), [](const run_result& r) { return h::counters_measured(r); });
+  if (any_counters) {
+    o += "<section id=\"activity\">\n<h2>GPU activity within each phase (hardware counters)</h2>\n";
+    o += "<p class=\"note\">Share of each phase's GPU window, over the steps it was sampled on, in which the GPU was "
+         "busy, its SMs were active, its tensor pipes and its DRAM were in use (of their peak); from hardware-counter "
+         "samples, which cost nothing per launch and so are taken on every step they reach, not only on recorded ones: ";
+    std::string sets;
+    for (const auto& r : runs)
+      if (h::counters_measured(r))
+        sets += (sets.empty() ? "" : "; ") + (runs.size() > 1 ? h::escape(r.name) + " " : std::string()) +
+                h::sampled_steps_note(r.summary);
+    o += sets + ".</p>\n";
+    h::counter_chart(o, runs, pal);
+    // The two sources side by side, where some step had both.
+    if (std::any_of(runs.begin(), runs.end(),
+                    [](const run_result& r) { return detail::counters_and_records_steps(r.summary) > 0; }))
+      h::agreement_table(o, runs, pal);
     o += "</section>\n";
   }
 

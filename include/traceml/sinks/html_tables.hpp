@@ -1,5 +1,6 @@
 // traceml HTML report, part 3: the tables (configuration and summary per run, the comparison of
-// runs, per-phase statistics, GPU figures and top kernels). Each caption names its sample set.
+// runs, per-phase statistics, GPU figures and top kernels, the two GPU sources' agreement). Each
+// caption names its sample set.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -29,6 +30,11 @@ inline void gpu_summary_rows(std::string& o, const run_summary& s) {
     kv_row(o, "GPU kernel time per step", ms(k.kernel_ms.mean) + " ms, mean " + over);
     kv_row(o, "GPU busy", pct(k.busy_share) + " of the step's GPU window, " + over);
     kv_row(o, "kernels per step", count_text(k.kernels_per_step) + ", " + over);
+  }
+  if (s.step_counters) {
+    const auto& c = *s.step_counters;
+    kv_row(o, "GPU busy (hardware counters)", share_pct(c.busy_share) + " of the step's GPU window, SM active " +
+                                                  share_pct(c.sm_active_share) + ", " + sampled_steps_note(s));
   }
   if (s.recording.cost)
     kv_row(o, "recording cost", signed_percent(*s.recording.cost) +
@@ -112,20 +118,34 @@ inline void stats_cells(std::string& o, const summary_stats& w, double share) {
 /// The optional "gpu ms" cell of a phase-table row.
 inline std::string gpu_ms_cell(const std::optional<summary_stats>& g) { return num_cell(g ? ms(g->mean) : "&ndash;"); }
 
+/// The optional hardware-counter cells of a phase-table row: GPU busy, SM active, tensor, DRAM.
+inline std::string counter_share_cells(const std::optional<counter_summary>& k) {
+  if (!k) return num_cell("&ndash;") + num_cell("&ndash;") + num_cell("&ndash;") + num_cell("&ndash;");
+  return num_cell(share_pct(k->busy_share)) + num_cell(share_pct(k->sm_active_share)) +
+         num_cell(share_pct(k->tensor_share)) + num_cell(share_pct(k->dram_share));
+}
+
 /// Median/mean/p10/p90/min/max/std and share of the step, per phase, then residual and step; the
-/// mean GPU time between the phase's boundaries beside them when it was measured.
+/// mean GPU time between the phase's boundaries beside them when it was measured, and the hardware
+/// counters' shares when the run was sampled.
 inline void phase_table(std::string& o, const run_result& r, const phase_palette& pal) {
   const auto& s = r.summary;
   const bool gpu = s.step_gpu_ms.has_value() ||
                    std::any_of(s.phases.begin(), s.phases.end(), [](const phase_summary& p) { return p.gpu_ms.has_value(); });
+  const bool counters = counters_measured(r);
   o += "<table class=\"data phases\">\n<caption>Wall time over the " + std::to_string(s.step_ms.count) +
        " measured steps (a step without the phase counts 0 ms); share: mean / mean step";
   if (gpu)
     o += "; gpu ms: mean GPU time between the phase's boundaries, over " + steps_of(gpu_time_steps(s), s.step_ms.count) +
          " (" + gpu_time_source(s) + ")";
+  if (counters)
+    o += "; GPU busy, SM active, tensor, DRAM: shares of the sampled GPU window from hardware counters, over " +
+         steps_of(counter_steps(s), s.step_ms.count) + " (sampled)";
   o += "</caption>\n";
   std::vector<std::string> head = {"phase", "median ms", "mean ms", "p10 ms", "p90 ms", "min ms", "max ms", "std ms", "share"};
   if (gpu) head.emplace_back("gpu ms");
+  if (counters)
+    for (const char* h : {"GPU busy", "SM active", "tensor", "DRAM"}) head.emplace_back(h);
   header_row(o, head);
   o += "<tbody>\n";
   for (const auto& p : s.phases) {
@@ -134,6 +154,7 @@ inline void phase_table(std::string& o, const run_result& r, const phase_palette
     o += escape(p.name) + (p.top_level ? "" : " <span class=\"muted\">(nested)</span>") + "</td>";
     stats_cells(o, p.wall_ms, p.share);
     if (gpu) o += gpu_ms_cell(p.gpu_ms);
+    if (counters) o += counter_share_cells(p.counters);
     o += "</tr>\n";
   }
   o += "<tr><td>";
@@ -141,10 +162,51 @@ inline void phase_table(std::string& o, const run_result& r, const phase_palette
   o += "(residual)</td>";
   stats_cells(o, s.residual_ms, s.step_ms.mean > 0 ? s.residual_ms.mean / s.step_ms.mean : 0);
   if (gpu) o += num_cell("&ndash;");
+  if (counters) o += counter_share_cells(std::nullopt);
   o += "</tr>\n</tbody>\n<tfoot><tr><td>step</td>";
   stats_cells(o, s.step_ms, 1);
   if (gpu) o += gpu_ms_cell(s.step_gpu_ms);
+  if (counters) o += counter_share_cells(s.step_counters);
   o += "</tr></tfoot>\n</table>\n";
+}
+
+/// One row of the agreement table: GPU busy from each source over the same recorded steps.
+inline void agreement_row(std::string& o, const std::string& first_cells_html, const counter_summary& k) {
+  o += "<tr>" + first_cells_html + num_cell(std::to_string(k.recorded_steps)) +
+       num_cell(share_pct(k.recorded_counter_busy_share)) + num_cell(share_pct(k.recorded_kernel_busy_share)) +
+       "</tr>\n";
+}
+
+/// The two GPU sources side by side on the steps that had both: the counters' busy share of the
+/// sampled window against kernel records' busy / GPU window, per phase and run, then the step. A
+/// phase that ran on no such step has no row (nothing to compare).
+inline void agreement_table(std::string& o, const std::vector<run_result>& runs, const phase_palette& pal) {
+  const bool several = runs.size() > 1;
+  o += "<table class=\"data agreement\">\n<caption>GPU busy on the recorded steps that were also sampled, from both "
+       "sources over the same steps: hardware counters (busy share of the sampled window) and kernel records (busy / "
+       "GPU window)</caption>\n";
+  std::vector<std::string> head = {"phase"};
+  if (several) head.emplace_back("run");
+  for (const char* h : {"recorded steps", "counters", "kernel records"}) head.emplace_back(h);
+  header_row(o, head);
+  o += "<tbody>\n";
+  std::string steps;
+  for (std::size_t ri = 0; ri < runs.size(); ++ri) {
+    const auto& s = runs[ri].summary;
+    const std::string run_cell = several ? "<td>" + escape(runs[ri].name) + "</td>" : std::string();
+    for (const auto& p : s.phases) {
+      if (!p.counters || p.counters->recorded_steps == 0) continue;
+      std::string name = "<td>";
+      swatch(name, pal.color(p.kind, p.name));
+      name += escape(p.name) + (p.top_level ? "" : " <span class=\"muted\">(nested)</span>") + "</td>";
+      agreement_row(o, name + run_cell, *p.counters);
+    }
+    if (s.step_counters && s.step_counters->recorded_steps > 0)
+      agreement_row(steps, "<td>step</td>" + run_cell, *s.step_counters);
+  }
+  o += "</tbody>\n";
+  if (!steps.empty()) o += "<tfoot>" + steps + "</tfoot>\n";
+  o += "</table>\n";
 }
 
 /// One row of the GPU table: every figure per step, over the same recorded steps.

@@ -50,6 +50,63 @@ inline std::string gpu_cells(const table_columns& c, const std::optional<summary
          pad(fixed_text(k->idle_share * 100, 1), 8) + pad(count_text(k->kernels_per_step), 14);
 }
 
+/// The phase column of a row: nested phases indented and marked.
+inline std::string phase_label(const phase_summary& p) {
+  return pad(p.top_level ? p.name : "  " + p.name + " (nested)", 22, true);
+}
+
+/// The hardware-counter block's columns: the agreement pair only when some sampled step was also
+/// recorded (otherwise they would be a column of dashes).
+struct counter_columns {
+  std::size_t agreement_steps = 0;
+
+  explicit counter_columns(const run_summary& s) : agreement_steps(counters_and_records_steps(s)) {}
+  bool agreement() const noexcept { return agreement_steps > 0; }
+};
+
+/// The cells of one row of the counter block ("-" for a counter this GPU does not sample, and in the
+/// agreement pair for a phase that ran on no recorded step).
+inline std::string counter_cells(const counter_columns& c, const counter_summary& k) {
+  std::string out = pad(fixed_text(k.busy_ms.mean, 3), 11) + pad(share_percent_text(k.busy_share), 8) +
+                    pad(share_percent_text(k.sm_active_share), 8) + pad(share_percent_text(k.tensor_share), 10) +
+                    pad(share_percent_text(k.dram_share), 8);
+  if (!c.agreement()) return out;
+  const bool both = k.recorded_steps > 0;
+  return out + pad(both ? share_percent_text(k.recorded_counter_busy_share) : "-", 17) +
+         pad(both ? share_percent_text(k.recorded_kernel_busy_share) : "-", 16);
+}
+
+/// The steps the sampled figures rest on, the agreement columns' steps, and the samples' reach:
+/// "busy ms, busy/SM/tensor/DRAM % of the sampled GPU window: 9 of 10 steps (sampled, hardware
+/// counters); rec. counters/kernels %: GPU busy from counters and from kernel records on the same 1
+/// recorded step; samples covered 100.0% of the step's GPU window".
+inline std::string counter_footer(const run_summary& s, const counter_columns& c) {
+  std::string out = "busy ms, busy/SM/tensor/DRAM % of the sampled GPU window: " +
+                    steps_of(counter_steps(s), s.step_ms.count) + " (sampled, hardware counters)";
+  if (c.agreement())
+    out += "; rec. counters/kernels %: GPU busy from counters and from kernel records on the same " +
+           std::to_string(c.agreement_steps) + (c.agreement_steps == 1 ? " recorded step" : " recorded steps");
+  if (s.step_counters)
+    out += "; samples covered " + share_percent_text(s.step_counters->coverage) + "% of the step's GPU window";
+  return out + "\n";
+}
+
+/// The hardware-counter block under the main table: one row per sampled phase, then the step. Its
+/// own block rather than more columns, since its figures rest on another sample set (and the main
+/// table is wide already).
+inline std::string counter_block(const run_summary& s) {
+  const counter_columns cols(s);
+  std::string header = pad("hardware counters", 22, true) + pad("busy ms", 11) + pad("busy %", 8) + pad("SM %", 8) +
+                       pad("tensor %", 10) + pad("DRAM %", 8);
+  if (cols.agreement()) header += pad("rec. counters %", 17) + pad("rec. kernels %", 16);
+  const std::string rule(header.size(), '-');
+  std::string out = header + "\n" + rule + "\n";
+  for (const auto& p : s.phases)
+    if (p.counters) out += phase_label(p) + counter_cells(cols, *p.counters) + "\n";
+  if (s.step_counters) out += rule + "\n" + pad("step", 22, true) + counter_cells(cols, *s.step_counters) + "\n";
+  return out + counter_footer(s, cols);
+}
+
 /// What each column rests on: "wall: 10 steps; gpu ms: 10 of 10 steps (CUDA events); kernel ms,
 /// busy/idle %, kernels/step: 1 of 10 steps (recorded, CUPTI); recording cost +45.8% per ...".
 inline std::string table_footer(const run_summary& s, const table_columns& c) {
@@ -71,6 +128,8 @@ inline std::string format_ms(double ms) { return detail::fixed_text(ms, 3); }
 /// The table: one row per phase (nested phases indented), then residual and step. Mean columns add
 /// up: the top-level phases' means plus the residual's mean equal the step's mean. GPU columns are
 /// per phase and per step as the summary computed them; busy % + idle % = 100 of the GPU window.
+/// With hardware counters, a second block under it gives each phase's sampled busy, SM active,
+/// tensor and DRAM shares, with its own footer saying which steps they rest on.
 inline std::string format_table(const run_result& run) {
   using detail::pad;
   const auto& s = run.summary;
@@ -85,7 +144,7 @@ inline std::string format_table(const run_result& run) {
   const std::string rule(header.size(), '-');
   out += header + "\n" + rule + "\n";
   for (const auto& p : s.phases)
-    out += pad(p.top_level ? p.name : "  " + p.name + " (nested)", 22, true) + detail::wall_cells(p.wall_ms, p.share) +
+    out += detail::phase_label(p) + detail::wall_cells(p.wall_ms, p.share) +
            detail::gpu_cells(cols, p.gpu_ms, p.kernels) + "\n";
   out += pad("(residual)", 22, true) +
          detail::wall_cells(s.residual_ms, s.step_ms.mean > 0 ? s.residual_ms.mean / s.step_ms.mean : 0) + "\n";
@@ -93,6 +152,7 @@ inline std::string format_table(const run_result& run) {
   out += pad("step", 22, true) + detail::wall_cells(s.step_ms, 1) + detail::gpu_cells(cols, s.step_gpu_ms, s.step_kernels) +
          "\n";
   if (cols.gpu_ms || cols.kernels) out += detail::table_footer(s, cols);
+  if (detail::counter_steps(s) > 0) out += "\n" + detail::counter_block(s);
   if (s.tokens_per_s > 0) out += "throughput: " + detail::fixed_text(s.tokens_per_s, 1) + " tokens/s\n";
   if (s.samples_per_s > 0) out += "throughput: " + detail::fixed_text(s.samples_per_s, 2) + " samples/s\n";
   if (s.peak_allocated_bytes >= 0)
