@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one go, with a time limit per part (most important first):
-# build; the [gpu] tests; the profiling overhead on the Qwen3 trainer (eager, then CUDA graphs); the
+# build; the [gpu] tests; hardware counters (the PM-sampling probe, their test, their agreement with
+# kernel records, their cost); the profiling overhead on the Qwen3 trainer (eager, then CUDA graphs); the
 # C++ trainer against the Python reference side by side; the reference experiment (qwen3-1.7b, 100
 # steps, bf16, checkpointing); logit parity with transformers; the qwen3 tests on this LibTorch.
 # Logs and JSON go to OUT_DIR. PARTS picks a subset (default: all of them).
@@ -17,7 +18,7 @@ build=${BUILD:-/tmp/traceml-gpu-build}
 mkdir -p "$out"
 t0=$(date +%s)
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
-parts=${PARTS:-tests overhead side_by_side experiment parity qwen3}
+parts=${PARTS:-tests pm overhead pm_overhead side_by_side experiment parity qwen3}
 want() { [[ " $parts " == *" $1 "* ]]; }
 
 tp=$(python3 -c 'import torch, torch.utils; print(torch.utils.cmake_prefix_path)')
@@ -29,7 +30,8 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_
 grep "traceml:" "$out/configure.log"
 stamp "build"
 targets="traceml_gpu_tests qwen3_overhead"
-{ want side_by_side || want experiment; } && targets+=" qwen3_accumulation"
+{ want side_by_side || want experiment || want pm; } && targets+=" qwen3_accumulation"
+want pm && targets+=" pm_sampling_probe"
 want parity && targets+=" qwen3_logits"
 want qwen3 && targets+=" traceml_qwen3_tests"
 # shellcheck disable=SC2086
@@ -40,6 +42,25 @@ if want tests; then
   stamp "[gpu] tests"
   timeout 120 "$build/tests/gpu/traceml_gpu_tests" -d yes >"$out/gpu_tests.log" 2>&1; echo "rc=$?"
   tail -3 "$out/gpu_tests.log"
+fi
+
+if want pm; then
+  # Hardware counters (CUPTI PM sampling): feasibility, the [pm] test, and their agreement with
+  # kernel records on the trainer with every step recorded (eager, then CUDA graphs).
+  stamp "PM sampling probe"
+  timeout 60 "$build/benchmarks/pm_sampling_probe" >"$out/pm_probe.log" 2>&1; echo "rc=$?"
+  cat "$out/pm_probe.log"
+  stamp "[gpu][pm] test"
+  timeout 90 "$build/tests/gpu/traceml_gpu_tests" "[pm],[default],[degrade]" -d yes >"$out/gpu_pm_tests.log" 2>&1; echo "rc=$?"
+  grep -E "hardware counters|busy:|SKIPPED|FAILED|passed|failed" "$out/gpu_pm_tests.log" | head -30
+  for mode in eager graphs; do
+    stamp "counters vs kernel records, every step recorded ($mode)"
+    flags=(); [ "$mode" = graphs ] && flags=(--cuda-graphs)
+    mkdir -p "$out/agreement_$mode"
+    timeout 90 "$build/examples/qwen3/qwen3_accumulation" --schedules 1x4,4x1 --steps "${AGREE_STEPS:-12}" --warmup 2 \
+      --record-budget 0 --no-traces "${flags[@]}" --out "$out/agreement_$mode" >"$out/agreement_$mode.log" 2>&1; echo "rc=$?"
+    python3 "$root/benchmarks/counter_agreement.py" "$out/agreement_$mode/accumulation_summary.json" 2>&1 | tee "$out/agreement_$mode.txt"
+  done
 fi
 
 if want overhead; then
@@ -64,6 +85,18 @@ if want experiment; then
   timeout 150 "$build/examples/qwen3/qwen3_accumulation" --out "$out/reference_experiment" 2>&1 | grep -v '^\[' \
     >"$out/reference_experiment.log"
   tail -32 "$out/reference_experiment.log"
+fi
+
+if want pm_overhead; then
+  # What the counters cost on top of CUDA-event timing (budget +0.3% with CUDA graphs).
+  stamp "hardware counters' cost on the Qwen3 trainer, CUDA graphs"
+  timeout 100 "$build/benchmarks/qwen3_overhead" --cuda-graphs --modes events,events+pm --rounds "${PM_ROUNDS:-6}" \
+    >"$out/pm_overhead_graphs.log" 2>&1; echo "rc=$?"
+  cat "$out/pm_overhead_graphs.log"
+  stamp "hardware counters' cost on the Qwen3 trainer, eager"
+  timeout 100 "$build/benchmarks/qwen3_overhead" --modes events,events+pm --rounds "${PM_ROUNDS:-6}" \
+    >"$out/pm_overhead_eager.log" 2>&1; echo "rc=$?"
+  cat "$out/pm_overhead_eager.log"
 fi
 
 if want parity; then

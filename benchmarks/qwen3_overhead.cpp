@@ -439,6 +439,20 @@ int main(int argc, char** argv) {
                       m.pm_stats.mean_interval_ns / 1e3,
                       m.pm_wall_ns ? 100.0 * static_cast<double>(m.pm_stats.decode_cpu_ns) / static_cast<double>(m.pm_wall_ns) : 0.0,
                       static_cast<unsigned long long>(m.pm_stats.overflows));
+          // On top of the same mode without counters, round by round (both against the round's off).
+          const std::string base = md.name.substr(0, md.name.rfind("+pm"));
+          const auto& b = res[base];
+          if (md.name.size() > 3 && md.name.compare(md.name.size() - 3, 3, "+pm") == 0 && b.unavailable.empty() &&
+              b.block_means.size() == m.block_means.size() && !m.block_means.empty()) {
+            std::vector<double> on_top;
+            for (std::size_t i = 0; i < m.block_means.size(); ++i) on_top.push_back(m.block_means[i] / b.block_means[i]);
+            const double r = median(on_top);
+            const auto bi = median_interval(on_top);
+            const double pm_budget = 0.003;
+            std::printf("  %-9s   counters on top of %s: %.4f (%+.2f%%) [%.4f, %.4f] (%2.0f%%), +%.1f%%: %s\n", "",
+                        base.c_str(), r, 100.0 * (r - 1.0), bi.lo, bi.hi, 100.0 * bi.coverage, 100.0 * pm_budget,
+                        bi.hi <= 1.0 + pm_budget ? "within" : bi.lo > 1.0 + pm_budget ? "OVER" : "not resolved by this run");
+          }
           for (const auto& [phase, a] : m.agreement)
             std::printf("  %-9s   %-12s busy from kernel records %6.2f%%, from counters %6.2f%% (%+.2f points)\n", "",
                         phase.c_str(), 100.0 * a[0] / a[1], 100.0 * a[2] / a[3], 100.0 * (a[2] / a[3] - a[0] / a[1]));

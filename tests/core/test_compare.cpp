@@ -101,6 +101,16 @@ std::vector<double> ramp(double first) {
   return v;
 }
 
+/// The mixed run as a slower schedule: forward/backward twice as long, 1.5x the busy time, 4x the launches.
+traceml_test::mixed_run_shape slow_mixed_shape() {
+  traceml_test::mixed_run_shape shape;
+  shape.name = "1x4";
+  shape.fb_scale = 2;
+  shape.busy_scale = 1.5;
+  shape.launch_scale = 4;
+  return shape;
+}
+
 comparison compare_two(const run_result& a, const run_result& b) {
   return compare_runs({make_compared_run(a.name, {a}), make_compared_run(b.name, {b})});
 }
@@ -193,11 +203,7 @@ TEST_CASE("the split does not depend on how many steps were recorded", "[compare
 }
 
 TEST_CASE("the hand-made mixed run: the explanation's parts come from one set each and add up", "[compare]") {
-  traceml_test::mixed_run_shape slow_shape;
-  slow_shape.name = "1x4";
-  slow_shape.fb_scale = 2;
-  slow_shape.busy_scale = 1.5;
-  slow_shape.launch_scale = 4;
+  const auto slow_shape = slow_mixed_shape();
   const auto c = compare_two(traceml_test::mixed_run(slow_shape), traceml_test::mixed_run());
   const auto& slow = c.runs[0];
   const auto& fast = c.runs[1];
@@ -251,11 +257,7 @@ TEST_CASE("the hand-made mixed run: the explanation's parts come from one set ea
 }
 
 TEST_CASE("without hardware counters on every baseline step, busy comes from the recorded steps", "[compare]") {
-  traceml_test::mixed_run_shape slow_shape;
-  slow_shape.name = "1x4";
-  slow_shape.fb_scale = 2;
-  slow_shape.busy_scale = 1.5;
-  slow_shape.launch_scale = 4;
+  const auto slow_shape = slow_mixed_shape();
   auto slow = traceml_test::mixed_run(slow_shape);
   // One baseline step of the slow run without samples: its counters cannot stand for the baseline.
   slow.steps[8].gpu->total.counters = {};

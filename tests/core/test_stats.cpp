@@ -48,6 +48,14 @@ step_result two_microbatch_step(int i, bool kernels_measured, const gpu_facts& f
 }
 }  // namespace
 
+/// The phase of that name in a summary (the test fails when there is none).
+inline const phase_summary& phase_named(const run_summary& s, const char* name) {
+  for (const auto& p : s.phases)
+    if (p.name == name) return p;
+  FAIL("no phase " << name);
+  throw;
+}
+
 TEST_CASE("summarize: median, mean, extremes, p10/p90, sample stddev", "[stats]") {
   const auto s = summarize({4, 100, 1, 3, 2});
   CHECK(s.count == 5);
@@ -243,12 +251,7 @@ TEST_CASE("summarize_run on recorded and unrecorded steps: each figure from one 
   CHECK(s.step_kernels->busy_share == Approx(18.5 / 31.5));
   CHECK(s.step_kernels->kernels_per_step == Approx(510));
 
-  const auto phase = [&](const char* name) -> const phase_summary& {
-    for (const auto& p : s.phases)
-      if (p.name == name) return p;
-    FAIL("no phase " << name);
-    throw;
-  };
+  const auto phase = [&](const char* name) -> const phase_summary& { return phase_named(s, name); };
   const auto& fwd = phase("forward");
   CHECK(fwd.wall_ms.count == 10);
   CHECK(fwd.wall_ms.mean == Approx(8.6));
@@ -289,12 +292,7 @@ TEST_CASE("summarize_run on recorded and unrecorded steps: each figure from one 
 TEST_CASE("summarize_run: hardware counters rest on the sampled steps, with their agreement on recorded ones", "[stats][mixed]") {
   const auto run = traceml_test::mixed_run();
   const auto& s = run.summary;
-  const auto phase = [&](const char* name) -> const phase_summary& {
-    for (const auto& p : s.phases)
-      if (p.name == name) return p;
-    FAIL("no phase " << name);
-    throw;
-  };
+  const auto phase = [&](const char* name) -> const phase_summary& { return phase_named(s, name); };
   const auto& fwd = phase("forward");
   REQUIRE(fwd.counters);
   const auto& c = *fwd.counters;

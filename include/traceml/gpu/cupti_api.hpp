@@ -26,6 +26,30 @@ using cupti_memset_record = CUpti_ActivityMemset4;
 #define TRACEML_CUPTI_LIBRARY ""
 #endif
 
+/// The CUPTI library, resolved once per caller: a CUPTI already in the process first (LibTorch's
+/// profiler links one; two copies of CUPTI in one process fight over the driver's tool interface),
+/// then `path`, the one the build found, and the usual names. nullptr with `why` set otherwise.
+inline void* open_cupti_library(const char* path, std::string& why) {
+  const char* names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+  void* handle = nullptr;
+  for (const char* n : names)
+    if (!handle) handle = dlopen(n, RTLD_NOW | RTLD_NOLOAD);
+  if (!handle && path && *path) handle = dlopen(path, RTLD_NOW);
+  if (!handle && *TRACEML_CUPTI_LIBRARY) handle = dlopen(TRACEML_CUPTI_LIBRARY, RTLD_NOW);
+  for (const char* n : names)
+    if (!handle) handle = dlopen(n, RTLD_NOW);
+  if (handle) return handle;
+  const char* e = dlerror();
+  const std::string err = e ? e : "libcupti.so";
+  // A CUPTI that needs the driver's library cannot load without it: that is a missing driver,
+  // not a missing CUPTI, and installing the toolkit again would not help.
+  if (err.find("libcuda.so") != std::string::npos)
+    why = "no NVIDIA driver (CUPTI could not load the driver's library: " + err + ")";
+  else
+    why = "CUPTI library not found (" + err + "; install the CUDA toolkit's CUPTI or put it on LD_LIBRARY_PATH)";
+  return nullptr;
+}
+
 /// The CUPTI entry points we use, resolved with dlopen/dlsym.
 struct cupti_api {
   void* handle = nullptr;
@@ -53,26 +77,8 @@ struct cupti_api {
   }
 
   bool load(const char* path, std::string& why) {
-    // A CUPTI already in the process (LibTorch's profiler links one) must be the one we use: two
-    // copies of CUPTI in one process fight over the driver's tool interface.
-    const char* names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
-    for (const char* n : names)
-      if (!handle) handle = dlopen(n, RTLD_NOW | RTLD_NOLOAD);
-    if (!handle && path && *path) handle = dlopen(path, RTLD_NOW);
-    if (!handle && *TRACEML_CUPTI_LIBRARY) handle = dlopen(TRACEML_CUPTI_LIBRARY, RTLD_NOW);
-    for (const char* n : names)
-      if (!handle) handle = dlopen(n, RTLD_NOW);
-    if (!handle) {
-      const char* e = dlerror();
-      const std::string err = e ? e : "libcupti.so";
-      // A CUPTI that needs the driver's library cannot load without it: that is a missing driver,
-      // not a missing CUPTI, and installing the toolkit again would not help.
-      if (err.find("libcuda.so") != std::string::npos)
-        why = "no NVIDIA driver (CUPTI could not load the driver's library: " + err + ")";
-      else
-        why = "CUPTI library not found (" + err + "; install the CUDA toolkit's CUPTI or put it on LD_LIBRARY_PATH)";
-      return false;
-    }
+    handle = open_cupti_library(path, why);
+    if (!handle) return false;
     bool ok = sym(get_version, "cuptiGetVersion") && sym(result_string, "cuptiGetResultString") &&
               sym(subscribe, "cuptiSubscribe") && sym(unsubscribe, "cuptiUnsubscribe") &&
               sym(register_callbacks, "cuptiActivityRegisterCallbacks") && sym(enable, "cuptiActivityEnable") &&

@@ -76,16 +76,24 @@ class gpu_clock {
     free_.push_back(slot);
   }
 
-  /// Keeps the GPU busy for `ns` with one thread spinning on the clock, on `stream`, and waits for it:
-  /// the burst's begin and end on the GPU's clock. For calibration (pm_sampling_source.hpp), never on
-  /// a hot path. False when the clock is unavailable.
+  /// Keeps the GPU busy for `ns`, every SM with one block of 128 threads spinning on the clock (all
+  /// resident at once: the burst lasts `ns`, not a multiple), on `stream`, and waits for it: the
+  /// burst's begin and end on the GPU's clock. For calibration (pm_sampling_source.hpp), never on a
+  /// hot path. False when the clock is unavailable.
   bool busy_burst(cudaStream_t stream, std::int64_t ns, std::int64_t& begin_ns, std::int64_t& end_ns) noexcept {
     if (!ready() || !spin_ || detail::stream_capturing(stream)) return false;
+    int device = 0, sms = 1;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 1)
+      sms = 1;
+    cudaGetLastError();
     burst_host_[0] = burst_host_[1] = 0;
     void* out = static_cast<void*>(burst_device_);
     auto length = static_cast<std::uint64_t>(ns);
     void* args[] = {&out, &length};
-    if (launch_(spin_, 1, 1, 1, 1, 1, 1, 0, reinterpret_cast<CUstream>(stream), args, nullptr) != CUDA_SUCCESS) return false;
+    if (launch_(spin_, static_cast<unsigned>(sms), 1, 1, 128, 1, 1, 0, reinterpret_cast<CUstream>(stream), args, nullptr) !=
+        CUDA_SUCCESS)
+      return false;
     const bool ok = cudaStreamSynchronize(stream) == cudaSuccess;
     cudaGetLastError();
     begin_ns = static_cast<std::int64_t>(burst_host_[0]);
@@ -117,17 +125,20 @@ class gpu_clock {
     unload_ = reinterpret_cast<unload_fn>(dlsym(h, "cuModuleUnload"));
     if (!load || !get || !launch_ || !unload_) return fail("driver library without the module API");
     // traceml_gpu_clock: one thread stores %globaltimer (ns) to the address it is given.
-    // traceml_gpu_spin: one thread stores the clock, spins until `ns` have passed, stores it again.
+    // traceml_gpu_spin: every thread spins until `ns` have passed on the clock; the first thread of
+    // the first block stores the clock before and after.
     static const char ptx[] =
         ".version 7.0\n.target sm_70\n.address_size 64\n"
         ".visible .entry traceml_gpu_clock(.param .u64 out)\n{\n"
         "  .reg .b64 %rd<3>;\n  ld.param.u64 %rd1, [out];\n  mov.u64 %rd2, %globaltimer;\n"
         "  st.volatile.global.u64 [%rd1], %rd2;\n  ret;\n}\n"
         ".visible .entry traceml_gpu_spin(.param .u64 out, .param .u64 ns)\n{\n"
-        "  .reg .b64 %rd<6>;\n  .reg .pred %p;\n  ld.param.u64 %rd1, [out];\n  ld.param.u64 %rd2, [ns];\n"
-        "  mov.u64 %rd3, %globaltimer;\n  st.volatile.global.u64 [%rd1], %rd3;\n  add.u64 %rd4, %rd3, %rd2;\n"
+        "  .reg .b64 %rd<6>;\n  .reg .b32 %r<4>;\n  .reg .pred %p, %q;\n"
+        "  ld.param.u64 %rd1, [out];\n  ld.param.u64 %rd2, [ns];\n"
+        "  mov.u32 %r1, %ctaid.x;\n  mov.u32 %r2, %tid.x;\n  or.b32 %r3, %r1, %r2;\n  setp.eq.u32 %q, %r3, 0;\n"
+        "  mov.u64 %rd3, %globaltimer;\n  @%q st.volatile.global.u64 [%rd1], %rd3;\n  add.u64 %rd4, %rd3, %rd2;\n"
         "SPIN:\n  mov.u64 %rd5, %globaltimer;\n  setp.lt.u64 %p, %rd5, %rd4;\n  @%p bra SPIN;\n"
-        "  st.volatile.global.u64 [%rd1+8], %rd5;\n  ret;\n}\n";
+        "  @%q st.volatile.global.u64 [%rd1+8], %rd5;\n  ret;\n}\n";
     if (load(&module_, ptx) != CUDA_SUCCESS) return fail("the driver could not compile the clock kernel");
     if (get(&function_, module_, "traceml_gpu_clock") != CUDA_SUCCESS) return fail("clock kernel not found");
     if (get(&spin_, module_, "traceml_gpu_spin") != CUDA_SUCCESS) spin_ = nullptr;  // only calibration needs it

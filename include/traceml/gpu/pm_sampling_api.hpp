@@ -21,9 +21,8 @@
 #include <string>
 
 #include "traceml/config.hpp"
-
-#ifndef TRACEML_CUPTI_LIBRARY
-#define TRACEML_CUPTI_LIBRARY ""
+#if TRACEML_HAS_PM_SAMPLING
+#include "traceml/gpu/cupti_api.hpp"
 #endif
 
 TRACEML_BEGIN_NAMESPACE
@@ -62,23 +61,11 @@ struct pm_sampling_api {
     return f != nullptr;
   }
 
-  /// Loads CUPTI (the copy already in the process first: two copies fight over the driver) and
-  /// resolves every entry point; false with `why` set otherwise.
+  /// Loads CUPTI (open_cupti_library, as the activity API does) and resolves every entry point;
+  /// false with `why` set otherwise.
   bool load(std::string& why) {
-    const char* names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
-    for (const char* n : names)
-      if (!handle) handle = dlopen(n, RTLD_NOW | RTLD_NOLOAD);
-    if (!handle && *TRACEML_CUPTI_LIBRARY) handle = dlopen(TRACEML_CUPTI_LIBRARY, RTLD_NOW);
-    for (const char* n : names)
-      if (!handle) handle = dlopen(n, RTLD_NOW);
-    if (!handle) {
-      const char* e = dlerror();
-      const std::string err = e ? e : "libcupti.so";
-      why = err.find("libcuda.so") != std::string::npos
-                ? "no NVIDIA driver (CUPTI could not load the driver's library: " + err + ")"
-                : "CUPTI library not found (" + err + ")";
-      return false;
-    }
+    handle = open_cupti_library(nullptr, why);
+    if (!handle) return false;
     const bool ok =
         sym(result_string, "cuptiGetResultString") && sym(profiler_initialize, "cuptiProfilerInitialize") &&
         sym(profiler_deinitialize, "cuptiProfilerDeInitialize") && sym(chip_name, "cuptiDeviceGetChipName") &&
