@@ -447,7 +447,7 @@ inline std::string explain(const gap_breakdown& g) {
     }
   } else {
     out += "  - forward/backward " + window + ": " + signed_ms(g.fb_window_ms) + " (" + pct(g.fb_window_ms) +
-           ") -- no kernel records in both runs, so idle and busy time cannot be told apart.\n";
+           ") -- neither kernel records nor hardware counters in both runs, so idle and busy time cannot be told apart.\n";
   }
   out += "  - optimizer (fixed per-step cost, " + window + "): " + signed_ms(g.optimizer_ms) + " (" + pct(g.optimizer_ms) + ")\n";
   out += "  - everything else (data loading, other phases, host time outside the forward/backward/optimizer " + window +

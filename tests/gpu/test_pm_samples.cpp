@@ -187,16 +187,25 @@ TEST_CASE("the samples' clock is aligned with the GPU's by a burst of known plac
   SECTION("faint activity elsewhere does not move the centre") {
     v.front().gpu_busy = 0.02;
     v.back().gpu_busy = 0.03;
+    v[5].gpu_busy = 0.3;  // a short, stronger blip far away is a run of its own
     const auto a = align_clocks(v, begin, end);
     REQUIRE(a.ok);
     CHECK(a.offset_ns == Approx(shift).margin(50));
   }
-  SECTION("other work on the GPU at the same time: refused, with the amounts") {
+  SECTION("other work right against the burst: refused, with the amounts") {
     for (auto& s : v)
-      if (s.begin_ns < 2000000) s.gpu_busy = 1.0;  // 1 ms more
+      if (s.begin_ns >= 2000000 && s.begin_ns < 2700000) s.gpu_busy = 1.0;  // 0.7 ms more, no gap
     const auto a = align_clocks(v, begin, end);
     CHECK_FALSE(a.ok);
     CHECK(a.why.find("other work on the GPU") != std::string::npos);
+  }
+  SECTION("other work before the burst, with a quiet gap between: the burst alone counts") {
+    for (auto& s : v)
+      if (s.begin_ns < 2000000) s.gpu_busy = 1.0;  // 1 ms of earlier work, 0.7 ms before the burst
+    const auto a = align_clocks(v, begin, end);
+    REQUIRE(a.ok);
+    CHECK(a.offset_ns == Approx(shift).margin(50));
+    CHECK(a.busy_ms == Approx(2.0).margin(0.01));
   }
   SECTION("counters that saw nothing, or a burst that did not run") {
     for (auto& s : v) s.gpu_busy = 0;

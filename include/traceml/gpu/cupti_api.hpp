@@ -5,6 +5,7 @@
 #include <cupti.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -25,6 +26,13 @@ using cupti_memset_record = CUpti_ActivityMemset4;
 #ifndef TRACEML_CUPTI_LIBRARY
 #define TRACEML_CUPTI_LIBRARY ""
 #endif
+
+/// Set once the process's PM sampler runs (pm_sampler.hpp): from then on nothing may cuptiFinalize,
+/// which destroys every CUPTI resource, the sampling object its decoding thread uses included.
+inline std::atomic<bool>& pm_sampling_live() {
+  static std::atomic<bool> live{false};
+  return live;
+}
 
 /// The CUPTI library, resolved once per caller: a CUPTI already in the process first (LibTorch's
 /// profiler links one; two copies of CUPTI in one process fight over the driver's tool interface),

@@ -102,7 +102,8 @@ class cupti_reader {
     return true;
   }
 
-  /// Detaches: every kind off, a forced flush, unsubscribe, and cuptiFinalize when `finalize`.
+  /// Detaches: every kind off, a forced flush, unsubscribe, and cuptiFinalize when `finalize` (never
+  /// while hardware counters are sampled: see detail::pm_sampling_live).
   /// Buffers are freed with the reader: CUPTI holds none after the flush.
   void stop(bool finalize) {
     if (api_.handle) {
@@ -111,7 +112,7 @@ class cupti_reader {
       if (api_.flush_all) api_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       if (subscribed_) api_.unsubscribe(subscriber_);
       subscribed_ = false;
-      if (finalize && api_.finalize) api_.finalize();
+      if (finalize && api_.finalize && !detail::pm_sampling_live().load()) api_.finalize();
       api_.handle = nullptr;  // stays loaded (dlclose never undoes CUPTI's hooks); forgotten here
     }
     if (owns_instance_) instance().store(nullptr);

@@ -39,14 +39,17 @@ class gpu_clock {
   gpu_clock(const gpu_clock&) = delete;
   gpu_clock& operator=(const gpu_clock&) = delete;
 
-  /// Hot (once per step): launches the stamp on `stream`; the slot to read later, or -1 (no slot
-  /// free, capturing, or the clock is unavailable: why() says why).
+  /// Hot (once per step): launches the stamp on `stream`; the slot to read later, or -1 (capturing;
+  /// no slot free or the clock unavailable: why() says why).
   int stamp(cudaStream_t stream) noexcept {
     if (!ready() || detail::stream_capturing(stream)) return -1;
     int slot = -1;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (free_.empty()) return -1;
+      if (free_.empty()) {
+        if (why_.empty()) why_ = "all " + std::to_string(slots_) + " clock stamps in flight (steps not yet delivered)";
+        return -1;
+      }
       slot = free_.back();
       free_.pop_back();
     }
@@ -68,6 +71,14 @@ class gpu_clock {
     if (v == 0) return false;
     ns = static_cast<std::int64_t>(v);
     release(slot);
+    return true;
+  }
+  /// The stamp's GPU time if it ran, keeping the slot (read() later takes it).
+  bool peek(int slot, std::int64_t& ns) const noexcept {
+    if (slot < 0 || !host_) return false;
+    const std::uint64_t v = host_[slot];
+    if (v == 0) return false;
+    ns = static_cast<std::int64_t>(v);
     return true;
   }
   void release(int slot) noexcept {

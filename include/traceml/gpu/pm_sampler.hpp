@@ -139,6 +139,10 @@ class pm_sampler {
       if (!call("cuptiPmSamplingStart", api_.start(&p))) return false;
     }
     running_ = true;
+    detail::pm_sampling_live().store(true);
+    // One decode here, on the caller's thread: whatever CUPTI sets up for decoding exists before
+    // process_pm_sampler() registers the worker's end at exit (exit handlers run in reverse order).
+    decode_all();
     if (opt_.decode_period_ms > 0) worker_ = std::thread([this] { decode_loop(); });
     return true;
 #else
@@ -473,10 +477,9 @@ class pm_sampler {
     s.begin_ns = static_cast<std::int64_t>(begin);
     s.end_ns = static_cast<std::int64_t>(end);
     const double elapsed = v[1];  // gr__cycles_elapsed.max
-    if (elapsed > 0) {
-      s.gpu_busy = std::clamp(v[0] / elapsed, 0.0, 1.0);
-      s.sm_active = std::clamp(v[2] / elapsed, 0.0, 1.0);
-    }
+    // No elapsed cycles: the engine's clock was gated for the whole sample, i.e. it was idle.
+    s.gpu_busy = elapsed > 0 ? std::clamp(v[0] / elapsed, 0.0, 1.0) : 0.0;
+    s.sm_active = elapsed > 0 ? std::clamp(v[2] / elapsed, 0.0, 1.0) : 0.0;
     if (tensor_slot_ >= 0) s.tensor_active = std::clamp(v[static_cast<std::size_t>(tensor_slot_)] / 100.0, 0.0, 1.0);
     if (dram_slot_ >= 0) s.dram_throughput = std::clamp(v[static_cast<std::size_t>(dram_slot_)] / 100.0, 0.0, 1.0);
     return s;

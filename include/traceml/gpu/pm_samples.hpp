@@ -111,32 +111,43 @@ inline clock_alignment align_clocks(const std::vector<pm_sample>& samples, std::
                                     std::int64_t burst_end_ns) {
   clock_alignment a;
   a.burst_ms = static_cast<double>(burst_end_ns - burst_begin_ns) / 1e6;
-  double busy = 0, moment = 0;
-  for (const auto& s : samples) {
-    // Faint activity elsewhere (a stamp, another process) would pull the centre far away; an edge
-    // sample this faint moves it by under a microsecond.
-    if (s.gpu_busy < 0.05 || s.end_ns <= s.begin_ns) continue;
-    const double len = static_cast<double>(s.end_ns - s.begin_ns), b = std::min(s.gpu_busy, 1.0) * len;
-    busy += b;
-    moment += b * (static_cast<double>(s.begin_ns) + len / 2);
+  // The burst is the run of consecutive busy samples that holds the most busy time: work that ran
+  // before or after it (samples of it still in the pipeline, another process) is a run of its own,
+  // and faint activity (a sample under 5% busy: a stamp, an edge) ends a run and moves the centre by
+  // under a microsecond. Within the run, the busy time's centre of mass.
+  double best = 0, best_moment = 0, busy = 0, moment = 0;
+  for (std::size_t i = 0; i <= samples.size(); ++i) {
+    const bool in_run = i < samples.size() && samples[i].gpu_busy >= 0.05 && samples[i].end_ns > samples[i].begin_ns;
+    if (in_run) {
+      const auto& s = samples[i];
+      const double len = static_cast<double>(s.end_ns - s.begin_ns), b = std::min(s.gpu_busy, 1.0) * len;
+      busy += b;
+      moment += b * (static_cast<double>(s.begin_ns) + len / 2);
+      continue;
+    }
+    if (busy > best) {
+      best = busy;
+      best_moment = moment;
+    }
+    busy = moment = 0;
   }
-  a.busy_ms = busy / 1e6;
+  a.busy_ms = best / 1e6;
   if (burst_end_ns <= burst_begin_ns) {
     a.why = "the calibration burst did not run";
     return a;
   }
-  if (busy <= 0) {
+  if (best <= 0) {
     a.why = "the samples saw no GPU activity during a " + std::to_string(a.burst_ms) + " ms calibration burst";
     return a;
   }
   // The partial samples at the burst's edges make the sum differ from the burst by up to two
-  // intervals; beyond a quarter, something else ran, or the counters do not see such work.
+  // intervals; beyond a quarter, something else ran with it, or the counters do not see such work.
   if (std::abs(a.busy_ms - a.burst_ms) > 0.25 * a.burst_ms) {
     a.why = "the samples saw " + std::to_string(a.busy_ms) + " ms of GPU activity during a " + std::to_string(a.burst_ms) +
             " ms calibration burst (other work on the GPU?)";
     return a;
   }
-  const double centre = moment / busy, midpoint = (static_cast<double>(burst_begin_ns) + static_cast<double>(burst_end_ns)) / 2;
+  const double centre = best_moment / best, midpoint = (static_cast<double>(burst_begin_ns) + static_cast<double>(burst_end_ns)) / 2;
   a.offset_ns = static_cast<std::int64_t>(std::llround(midpoint - centre));
   a.ok = true;
   return a;

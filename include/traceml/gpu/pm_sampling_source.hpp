@@ -71,7 +71,9 @@ inline clock_alignment measure_clock_alignment(pm_sampler& sampler, gpu_clock& c
                                                std::int64_t known_offset_ns = 0, std::int64_t reach_ns = 0) {
   cudaDeviceSynchronize();
   cudaGetLastError();
-  const auto quiet = std::chrono::nanoseconds(std::max<std::int64_t>(4 * interval_ns, 1000000));
+  // Quiet long enough that samples of earlier work have been written and decoded before the burst,
+  // and the burst's own after it.
+  const auto quiet = std::chrono::nanoseconds(std::max<std::int64_t>(20 * interval_ns, 10000000));
   std::this_thread::sleep_for(quiet);
   sampler.flush();
   sampler.take();
@@ -163,18 +165,24 @@ class pm_sampling_source : public gpu_source {
     if (!inner_) return gpu_delivery{};
     gpu_delivery d = inner_->collect(final);
     if (!sampling()) return d;
-    if (final) {
-      // The inner source synchronized the device: the last samples are in the hardware buffer
-      // after one more interval.
-      std::this_thread::sleep_for(std::chrono::nanoseconds(4 * interval_ns_));
-      sampler_->flush();
-    }
-    auto fresh = sampler_->take();
-    shift_samples(fresh, alignment_.offset_ns);
-    samples_.insert(samples_.end(), fresh.begin(), fresh.end());
+    take_samples();
     const std::int64_t now = now_ns();
     for (auto& s : d.steps) held_.push_back(held_step{std::move(s), now});
     d.steps.clear();
+    if (final) {
+      // The inner source synchronized the device: the last samples reach the hardware buffer within
+      // a few intervals. Wait for them to pass the last step's end, 100 ms at most.
+      std::int64_t last_end = -1;
+      for (auto& h : held_) {
+        place(h.activity);
+        last_end = std::max(last_end, detail::step_gpu_end(h.activity));
+      }
+      for (int i = 0; i < 50 && last_end >= 0 && samples_reach_ns(samples_) < last_end; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        sampler_->flush();
+        take_samples();
+      }
+    }
     const std::int64_t reach = samples_reach_ns(samples_);
     while (!held_.empty()) {
       held_step& h = held_.front();
@@ -184,6 +192,7 @@ class pm_sampling_source : public gpu_source {
       const bool too_old = now - h.arrived_ns > std::int64_t{opt_.max_hold_ms} * 1000000;
       if (!(final || covered || too_old || end < 0)) break;
       detail::apply_samples(h.activity, samples_);
+      released_end_ns_ = std::max(released_end_ns_, end);
       d.steps.push_back(std::move(h.activity));
       held_.pop_front();
     }
@@ -253,14 +262,44 @@ class pm_sampling_source : public gpu_source {
       stamps_.erase(it);
     }
     std::int64_t t = -1;
+    // A stamp that has not run when its step's events completed never will be read: its slot is
+    // not given back (a late write would land in the next step's), the step goes without counters.
     if (clock_.read(slot, t)) a.gpu_clock_ns = t;
-    else clock_.release(slot);
   }
 
-  /// Samples before the oldest held step are of no further use.
+  void take_samples() {
+    auto fresh = sampler_->take();
+    shift_samples(fresh, alignment_.offset_ns);
+    samples_.insert(samples_.end(), fresh.begin(), fresh.end());
+  }
+
+  /// Samples before the earliest step not yet released are of no further use: that step is the
+  /// oldest held one, or one the inner source has not delivered yet (its stamp may have run), or,
+  /// when neither is known, one that begins after the last released step's end.
   void trim_samples() {
-    std::int64_t keep_from = held_.empty() ? samples_reach_ns(samples_) : held_.front().activity.gpu_clock_ns;
-    if (keep_from < 0) return;
+    std::int64_t keep_from = released_end_ns_;
+    if (!held_.empty()) {
+      if (held_.front().activity.gpu_clock_ns < 0) return;
+      keep_from = held_.front().activity.gpu_clock_ns;
+    }
+    {
+      const std::int64_t reach = samples_reach_ns(samples_);
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = stamps_.begin(); it != stamps_.end();) {
+        std::int64_t t = -1;
+        if (clock_.peek(it->second, t)) {
+          // A step the inner source never delivered (dropped) would hold every sample after it.
+          if (reach - t > std::int64_t{opt_.max_hold_ms} * 1000000 * 4) {
+            clock_.release(it->second);
+            it = stamps_.erase(it);
+            continue;
+          }
+          keep_from = std::min(keep_from, t);
+        }
+        ++it;
+      }
+    }
+    if (keep_from <= 0) return;
     keep_from -= 1000000;  // 1 ms of slack for the stamp's own delay
     std::size_t n = 0;
     while (n < samples_.size() && samples_[n].end_ns < keep_from) ++n;
@@ -278,6 +317,7 @@ class pm_sampling_source : public gpu_source {
   std::unordered_map<std::int32_t, int> stamps_;    // step -> clock slot
   std::deque<held_step> held_;                      // collect() only (one caller at a time)
   std::vector<pm_sample> samples_;                  // sorted, on the GPU's clock; collect() only
+  std::int64_t released_end_ns_ = -1;               // GPU-clock end of the last step released; collect() only
   clock_alignment alignment_;                       // samples' clock -> GPU clock, measured at start
   std::int64_t drift_ns_ = 0;
   bool drift_measured_ = false;
