@@ -93,10 +93,14 @@ if want pm_overhead; then
   timeout 100 "$build/benchmarks/qwen3_overhead" --cuda-graphs --modes events,events+pm --rounds "${PM_ROUNDS:-6}" \
     >"$out/pm_overhead_graphs.log" 2>&1; echo "rc=$?"
   cat "$out/pm_overhead_graphs.log"
-  stamp "hardware counters' cost on the Qwen3 trainer, eager"
-  timeout 100 "$build/benchmarks/qwen3_overhead" --modes events,events+pm --rounds "${PM_ROUNDS:-6}" \
-    >"$out/pm_overhead_eager.log" 2>&1; echo "rc=$?"
-  cat "$out/pm_overhead_eager.log"
+  # Eager blocks of one mode differ by up to 20% on that machine: PM_EAGER=0 skips a run that
+  # cannot resolve +0.3% in a few rounds.
+  if [ "${PM_EAGER:-1}" != 0 ]; then
+    stamp "hardware counters' cost on the Qwen3 trainer, eager"
+    timeout 100 "$build/benchmarks/qwen3_overhead" --modes events,events+pm --rounds "${PM_ROUNDS:-6}" \
+      >"$out/pm_overhead_eager.log" 2>&1; echo "rc=$?"
+    cat "$out/pm_overhead_eager.log"
+  fi
 fi
 
 if want parity; then

@@ -65,7 +65,7 @@ struct burner {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int interval_us = 50, bursts = 6;
+  int interval_us = 100, bursts = 6;
   double burst_ms = 10;
   CLI::App app{"Feasibility of CUPTI PM sampling as a GPU time source (clock, rate, coexistence with CUPTI records)."};
   app.add_option("--interval-us", interval_us, "sampling interval")->check(CLI::Range(1, 100000))->capture_default_str();
@@ -220,10 +220,13 @@ int main(int argc, char** argv) {
         burn.run(burst_ms / 2);
       }
     }
+    // Read before finish(): it releases the source.
+    const bool pm_running = pm->sampling();
+    const std::string pm_why = pm->why();
     const auto& r = prof.finish();
     std::printf("4. with CUPTI records on every step: CUPTI %s; PM sampling %s\n",
                 cupti_ok ? "running" : ("unavailable: " + inner_why).c_str(),
-                pm->sampling() ? "running" : ("unavailable: " + pm->why()).c_str());
+                pm_running ? "running" : ("unavailable: " + pm_why).c_str());
     std::printf("   %-5s %-10s %12s %12s %12s %12s %10s\n", "step", "phase", "window ms", "records busy", "counters busy",
                 "SM active", "samples");
     for (const auto& s : r.steps) {

@@ -184,8 +184,6 @@ struct mode_result {
   // both: kernel-record busy and window, counter busy and covered time (the agreement check).
   std::uint64_t counter_steps = 0;
   std::map<std::string, std::array<double, 4>> agreement;
-  traceml::pm_sampler_stats pm_stats;
-  std::int64_t pm_wall_ns = 0;
 };
 
 /// The source, with hardware-counter sampling around it for +pm modes (`pm` then points at it);
@@ -295,7 +293,6 @@ int main(int argc, char** argv) {
           std::unique_ptr<traceml::profiler> prof;
           traceml::cupti_source* cupti = nullptr;
           traceml::pm_sampling_source* pm = nullptr;
-          const std::int64_t block_t0 = traceml::now_ns();
           if (md.profiler) {
             traceml::profiler_options po;
             po.run_name = md.name;
@@ -330,14 +327,6 @@ int main(int argc, char** argv) {
           }
           callbacks.add(after);
           run_block(md.budget > 0 ? budget_block : block, callbacks);
-          if (pm) {
-            const auto st = pm->sampler_stats();
-            out.pm_stats.samples += st.samples;
-            out.pm_stats.overflows += st.overflows;
-            out.pm_stats.decode_cpu_ns += st.decode_cpu_ns;
-            out.pm_stats.mean_interval_ns = st.mean_interval_ns;
-            out.pm_wall_ns += traceml::now_ns() - block_t0;
-          }
           if (cupti) {
             out.switches += cupti->record_switches();
             out.switch_ns += cupti->record_switch_ns();
@@ -431,14 +420,10 @@ int main(int argc, char** argv) {
                       m.kernels ? 100.0 * static_cast<double>(m.attributed) / static_cast<double>(m.kernels) : 0.0,
                       static_cast<unsigned long long>(m.dropped));
         if (md.pm) {
-          std::printf("  %-9s   hardware counters on %llu of %llu steps; %llu samples, %.0f per s of run, mean interval "
-                      "%.2f us, decoder %.2f%% of one core, %llu overflows\n",
-                      "", static_cast<unsigned long long>(m.counter_steps), static_cast<unsigned long long>(m.steps),
-                      static_cast<unsigned long long>(m.pm_stats.samples),
-                      m.pm_wall_ns ? static_cast<double>(m.pm_stats.samples) / (static_cast<double>(m.pm_wall_ns) / 1e9) : 0.0,
-                      m.pm_stats.mean_interval_ns / 1e3,
-                      m.pm_wall_ns ? 100.0 * static_cast<double>(m.pm_stats.decode_cpu_ns) / static_cast<double>(m.pm_wall_ns) : 0.0,
-                      static_cast<unsigned long long>(m.pm_stats.overflows));
+          // The samples' own counts (rate, overflows, the decoder's CPU) are in the status line below:
+          // the source, and with it the sampler's view, ends with the block's profiler.
+          std::printf("  %-9s   hardware counters on %llu of %llu steps\n", "",
+                      static_cast<unsigned long long>(m.counter_steps), static_cast<unsigned long long>(m.steps));
           // On top of the same mode without counters, round by round (both against the round's off).
           const std::string base = md.name.substr(0, md.name.rfind("+pm"));
           const auto& b = res[base];

@@ -304,7 +304,10 @@ inline phase_summary read_phase_summary(const object_reader& r, bool counter_fie
   const auto b = r.object("baseline");
   p.baseline.wall_ms = b.number("wall_ms");
   p.baseline.gpu_ms = b.measured("gpu_ms");
-  if (counter_fields) p.baseline.counter_busy_ms = b.measured("counter_busy_ms");
+  if (counter_fields) {
+    p.baseline.counter_busy_ms = b.measured("counter_busy_ms");
+    p.baseline.counter_steps = b.size("counter_steps");
+  }
   return p;
 }
 

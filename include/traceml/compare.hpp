@@ -255,6 +255,7 @@ struct gap_breakdown {
   /// (preferred: one sample set for window, busy and idle), else the kernel records of the recorded steps.
   enum class busy_source { none, hardware_counters, kernel_records } busy_from = busy_source::none;
   double slow_sm_active_pct = -1, fast_sm_active_pct = -1;  ///< SMs active in the fwd+bwd windows (counters)
+  std::size_t slow_counter_steps = 0, fast_counter_steps = 0;  ///< sampled baseline steps the busy shares rest on
   bool gpu_windows = false; ///< forward/backward windows are GPU-side (events), not wall time
   double kernel_ratio = 0;  ///< kernels per step, slow / fast
   double slow_mean_kernel_us = 0, fast_mean_kernel_us = 0;  ///< mean forward+backward kernel duration
@@ -302,15 +303,17 @@ inline double fb_busy(const compared_run& c) {
     if (is_forward_backward(p.kind) && p.busy_ms) sum += *p.busy_ms;
   return sum;
 }
-/// Forward+backward busy from hardware counters on the baseline steps; nullopt unless every such
-/// phase was sampled on every baseline step (and the windows are GPU-side, from the same steps).
-inline std::optional<double> fb_counter_busy_on_baseline(const compared_run& c) {
+/// Forward+backward busy from hardware counters on the baseline steps (each phase's sampled busy
+/// share of its baseline GPU window); nullopt unless every such phase has both. `steps`: the fewest
+/// sampled baseline steps a phase's share rests on.
+inline std::optional<double> fb_counter_busy_on_baseline(const compared_run& c, std::size_t& steps) {
   double sum = 0;
   bool any = false;
   for (const auto& p : c.phases)
     if (is_forward_backward(p.kind)) {
       if (p.baseline.counter_busy_ms < 0 || p.baseline.gpu_ms < 0) return std::nullopt;
       sum += p.baseline.counter_busy_ms;
+      steps = any ? std::min(steps, p.baseline.counter_steps) : p.baseline.counter_steps;
       any = true;
     }
   return any ? std::optional<double>(sum) : std::nullopt;
@@ -367,7 +370,8 @@ inline gap_breakdown break_down_gap(const compared_run& slow, const compared_run
   g.fb_window_ms = baseline_window(slow, is_forward_backward) - baseline_window(fast, is_forward_backward);
   g.optimizer_ms = baseline_window(slow, is_optimizer) - baseline_window(fast, is_optimizer);
   g.other_ms = g.gap_ms - g.fb_window_ms - g.optimizer_ms;
-  const auto slow_counters = fb_counter_busy_on_baseline(slow), fast_counters = fb_counter_busy_on_baseline(fast);
+  const auto slow_counters = fb_counter_busy_on_baseline(slow, g.slow_counter_steps);
+  const auto fast_counters = fb_counter_busy_on_baseline(fast, g.fast_counter_steps);
   const bool counters = g.forward_backward && slow_counters && fast_counters;
   const bool records = slow.kernels() && fast.kernels() && g.forward_backward;
   g.gpu = counters || records;
@@ -435,8 +439,12 @@ inline std::string explain(const gap_breakdown& g) {
     out += "\n  - GPU busy inside forward/backward: " + signed_ms(g.fb_busy_ms) + " (" + pct(g.fb_busy_ms) +
            ") -- the same work took longer on the GPU (for smaller matrices: fewer SMs filled, less efficient tiles)";
     if (counters) {
-      out += " (busy time from hardware counters on the same " + std::to_string(g.slow_steps) + " and " +
-             std::to_string(g.fast_steps) + " steps";
+      const bool all = g.slow_counter_steps == g.slow_steps && g.fast_counter_steps == g.fast_steps;
+      out += all ? " (busy time from hardware counters on the same " + std::to_string(g.slow_steps) + " and " +
+                       std::to_string(g.fast_steps) + " steps"
+                 : " (busy share from hardware counters on " + std::to_string(g.slow_counter_steps) + " of the " +
+                       std::to_string(g.slow_steps) + " and " + std::to_string(g.fast_counter_steps) + " of the " +
+                       std::to_string(g.fast_steps) + " steps, of their GPU windows";
       if (g.slow_sm_active_pct >= 0 && g.fast_sm_active_pct >= 0)
         out += "; SMs active " + fixed_text(g.slow_sm_active_pct, 0) + "% vs " + fixed_text(g.fast_sm_active_pct, 0) +
                "% of the forward/backward windows";

@@ -151,7 +151,7 @@ struct phase_accumulator {
   bool ran_recorded = false;
   counter_accumulator counters;
   bool ran_sampled = false;
-  double baseline_counter_busy = 0, all_counter_busy = 0;  // ms, over the baseline / every sampled step
+  counter_facts baseline_counters, all_counters;  // summed over the sampled baseline / every sampled step
   std::uint64_t baseline_counter_steps = 0, all_counter_steps = 0;
 
   /// Zeros for every step folded before this phase was known.
@@ -378,15 +378,13 @@ class run_accumulator {
       pa.ran_recorded = pa.ran_recorded || g.any;
       pa.kernels.add(wall, g.facts, g.entries, g.kernels);
     }
-    if (sam) {
-      if (const auto busy = pa.counters.add(g.facts, g.any, rec)) {
-        pa.ran_sampled = pa.ran_sampled || g.any;
-        pa.all_counter_busy += *busy;
-        ++pa.all_counter_steps;
-        if (base) {
-          pa.baseline_counter_busy += *busy;
-          ++pa.baseline_counter_steps;
-        }
+    if (sam && pa.counters.add(g.facts, g.any, rec)) {
+      pa.ran_sampled = pa.ran_sampled || g.any;
+      pa.all_counters += g.facts.counters;
+      ++pa.all_counter_steps;
+      if (base) {
+        pa.baseline_counters += g.facts.counters;
+        ++pa.baseline_counter_steps;
       }
     }
     ++pa.seen.measured;
@@ -441,9 +439,11 @@ class run_accumulator {
     const std::uint64_t gpu_steps = untraced ? a.baseline_gpu_steps : a.all_gpu_steps;
     ps.baseline.wall_ms = n > 0 ? (untraced ? a.baseline_wall : a.all_wall) / n : 0;
     ps.baseline.gpu_ms = n > 0 && gpu_steps == static_cast<std::uint64_t>(n) ? gpu_sum / n : -1;
-    const double counter_sum = untraced ? a.baseline_counter_busy : a.all_counter_busy;
-    const std::uint64_t counter_steps = untraced ? a.baseline_counter_steps : a.all_counter_steps;
-    ps.baseline.counter_busy_ms = n > 0 && counter_steps == static_cast<std::uint64_t>(n) ? counter_sum / n : -1;
+    // The samples' busy share over the sampled ones of those steps, of their mean GPU window.
+    const counter_facts& counted = untraced ? a.baseline_counters : a.all_counters;
+    ps.baseline.counter_steps = static_cast<std::size_t>(untraced ? a.baseline_counter_steps : a.all_counter_steps);
+    if (ps.baseline.gpu_ms >= 0 && ps.baseline.counter_steps > 0)
+      ps.baseline.counter_busy_ms = counted.measured() ? busy_share(counted) * ps.baseline.gpu_ms : 0.0;
     if (a.ran_recorded) ps.kernels = a.kernels.summary();  // zeros would read as "no kernels"
     if (a.ran_sampled) ps.counters = a.counters.summary();
     return ps;

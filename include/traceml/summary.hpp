@@ -114,8 +114,11 @@ struct baseline_means {
 struct phase_baseline {
   double wall_ms = 0;
   double gpu_ms = -1;  ///< GPU time between the phase's boundaries; -1 unless measured on every baseline step
-  /// GPU busy inside those boundaries from hardware counters; -1 unless sampled on every baseline step.
+  /// GPU busy inside those boundaries from hardware counters: the busy share the samples saw over
+  /// the baseline steps that were sampled (`counter_steps` of them) times `gpu_ms` (-1 unless both
+  /// are known). With every baseline step sampled whole, exactly the mean busy time per step.
   double counter_busy_ms = -1;
+  std::size_t counter_steps = 0;
 };
 
 /// Statistics of one phase over the measured steps (a step without the phase counts as 0 ms).

@@ -256,14 +256,28 @@ TEST_CASE("the hand-made mixed run: the explanation's parts come from one set ea
   for (double part : {g.fb_idle_ms, g.fb_busy_ms, g.other_ms}) CHECK(part / g.gap_ms <= 1.0);
 }
 
-TEST_CASE("without hardware counters on every baseline step, busy comes from the recorded steps", "[compare]") {
+TEST_CASE("a baseline step without samples: busy share of the sampled ones, said; no counters: kernel records", "[compare]") {
   const auto slow_shape = slow_mixed_shape();
   auto slow = traceml_test::mixed_run(slow_shape);
-  // One baseline step of the slow run without samples: its counters cannot stand for the baseline.
+  // One baseline step of the slow run without samples: the share rests on the other 7.
   slow.steps[8].gpu->total.counters = {};
   for (auto& p : slow.steps[8].gpu->phases) p.facts.counters = {};
   slow.summary = summarize_run(slow.steps, 2);
-  const auto c = compare_two(slow, traceml_test::mixed_run());
+  auto c = compare_two(slow, traceml_test::mixed_run());
+  REQUIRE(c.gap);
+  CHECK(c.gap->busy_from == gap_breakdown::busy_source::hardware_counters);
+  CHECK(c.gap->slow_counter_steps == 7);
+  CHECK(c.gap->fast_counter_steps == 8);
+  CHECK(c.gap->fb_busy_ms == Approx(12.3));  // the same shares of the same windows
+  CHECK(contains(c.explanation, "busy share from hardware counters on 7 of the 8 and 8 of the 8 steps, of their GPU windows"));
+
+  // Without counters in one run: busy from the recorded steps' kernel records.
+  for (auto& st : slow.steps) {
+    st.gpu->total.counters = {};
+    for (auto& p : st.gpu->phases) p.facts.counters = {};
+  }
+  slow.summary = summarize_run(slow.steps, 2);
+  c = compare_two(slow, traceml_test::mixed_run());
   REQUIRE(c.gap);
   const auto& g = *c.gap;
   CHECK(g.busy_from == gap_breakdown::busy_source::kernel_records);

@@ -311,6 +311,7 @@ TEST_CASE("summarize_run: hardware counters rest on the sampled steps, with thei
   CHECK(c.recorded_counter_busy_share == Approx(0.6));
   CHECK(c.recorded_kernel_busy_share == Approx(6.0 / 11));
   CHECK(fwd.baseline.counter_busy_ms == Approx(3.5));  // every baseline step was sampled
+  CHECK(fwd.baseline.counter_steps == 8);
   CHECK(phase("backward").baseline.counter_busy_ms == Approx(8.8));
   CHECK(phase("dataloader").counters->busy_share == 0);
 
@@ -331,17 +332,21 @@ TEST_CASE("summarize_run: hardware counters rest on the sampled steps, with thei
   CHECK(s.step_counters->recorded_kernel_busy_share == Approx(18.5 / 31.5));
 }
 
-TEST_CASE("summarize_run: a baseline step without samples leaves no counter baseline; no counters, no summary", "[stats][mixed]") {
+TEST_CASE("summarize_run: a baseline step without samples: the share of the others, said; no counters, no summary", "[stats][mixed]") {
   auto run = traceml_test::mixed_run();
   run.steps[8].gpu->total.counters = {};  // a baseline step the samples did not reach
   for (auto& p : run.steps[8].gpu->phases) p.facts.counters = {};
   const auto s = summarize_run(run.steps, 2);
   for (const auto& p : s.phases) {
     INFO(p.name);
-    CHECK(p.baseline.counter_busy_ms == -1);  // not every baseline step: no mean to subtract
+    CHECK(p.baseline.counter_steps == 7);  // of the 8 baseline steps
     REQUIRE(p.counters);
     CHECK(p.counters->steps == 8);
   }
+  // The busy share of the 7 sampled baseline steps (0.5, 0.8), of the baseline GPU window of all 8.
+  CHECK(phase_named(s, "forward").baseline.counter_busy_ms == Approx(0.5 * 7));
+  CHECK(phase_named(s, "backward").baseline.counter_busy_ms == Approx(0.8 * 11));
+  CHECK(phase_named(s, "eval").baseline.counter_busy_ms == Approx(1.0 * 0.875));
   for (auto& st : run.steps) {
     st.gpu->total.counters = {};
     for (auto& p : st.gpu->phases) p.facts.counters = {};

@@ -107,6 +107,7 @@ TEST_CASE("a summary read back writes the same text", "[reader]") {
     CHECK(c.recorded_counter_busy_share == Approx(0.6));
     CHECK(c.recorded_kernel_busy_share == Approx(6.0 / 11));
     CHECK(s.phases[1].baseline.counter_busy_ms == Approx(3.5));
+    CHECK(s.phases[1].baseline.counter_steps == 8);
     REQUIRE(s.phases[4].counters);  // eval: never on a recorded step
     CHECK(s.phases[4].counters->recorded_counter_busy_share == -1);  // null read back as "not measured"
     CHECK(s.phases[4].counters->recorded_kernel_busy_share == -1);
@@ -147,6 +148,7 @@ TEST_CASE("a traceml.summary/2 document, written before hardware counters, reads
   for (auto& p : run["summary"]["phases"]) {
     p.erase("counters");
     p["baseline"].erase("counter_busy_ms");
+    p["baseline"].erase("counter_steps");
   }
   for (auto& st : run["steps"]) {
     st["gpu"].erase("counters");

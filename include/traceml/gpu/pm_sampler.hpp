@@ -41,10 +41,11 @@ TRACEML_BEGIN_NAMESPACE
 
 struct pm_sampler_options {
   int device = -1;                     ///< CUDA device index; -1: the current device
-  /// Sampling interval. 50 us gives 200 samples in a 10 ms phase; the hardware supports shorter
-  /// intervals, at the price of more decoding work on the worker thread.
-  std::int64_t interval_ns = 50000;
-  /// The GPU-side ring of raw samples (taken from device memory): at 50 us, over a second of samples.
+  /// Sampling interval. 100 us gives 100 samples in a 10 ms phase. The hardware samples faster, but
+  /// decoding took about 30 us per sample on an H200 with the five default counters
+  /// (pm_sampling_probe): at 50 us about two thirds of a core, at 100 us a third.
+  std::int64_t interval_ns = 100000;
+  /// The GPU-side ring of raw samples (taken from device memory): at 100 us, seconds of samples.
   std::size_t hardware_buffer_bytes = std::size_t{64} << 20;
   std::uint32_t max_samples = 8192;    ///< samples one decode pass can hold (host counter-data image)
   int decode_period_ms = 20;           ///< how often the worker decodes the hardware buffer (0: no worker; flush() decodes)

@@ -2,7 +2,7 @@
 // time -- a phase of one micro-batch, or a whole step. Plain data and pure functions, no CUDA: the
 // mapping is tested on the CPU with synthetic samples (tests/core/test_pm_samples.cpp).
 //
-// A sample covers an interval of the GPU's clock ([begin_ns, end_ns), typically 20 us) and carries
+// A sample covers an interval of the GPU's clock ([begin_ns, end_ns), 100 us by default) and carries
 // shares of that interval: the graphics/compute engine busy (any work at all), the SMs active
 // (averaged over SMs: a small grid keeps a few busy and the rest idle), the tensor pipes active and
 // DRAM throughput against its peak. A window's figure is the overlap-weighted mean of the samples

@@ -175,6 +175,7 @@ inline void write_phase_summary(json_writer& w, const phase_summary& p) {
   w.key("baseline").begin_object().member("wall_ms", p.baseline.wall_ms);
   member_or_null(w, "gpu_ms", p.baseline.gpu_ms);
   member_or_null(w, "counter_busy_ms", p.baseline.counter_busy_ms);
+  w.member("counter_steps", static_cast<std::uint64_t>(p.baseline.counter_steps));
   w.end_object().end_object();
 }
 
