@@ -630,10 +630,12 @@ CATCH_TEST_CASE("hardware counters on every phase of every step, agreeing with k
                 p.name.c_str(), 100 * c.recorded_counter_busy_share, 100 * c.recorded_kernel_busy_share, c.recorded_steps,
                 100 * (c.recorded_counter_busy_share - c.recorded_kernel_busy_share), 100 * c.sm_active_share);
     CATCH_CHECK(c.recorded_steps == r.summary.measured_steps());
-    // Forward and backward span hundreds of samples; the optimizer and the 37 small kernels of
-    // "counted" only a few, whose edges hold neighbouring work: printed, not bounded.
-    if (p.name == "forward" || p.name == "backward")
-      CATCH_CHECK(std::abs(c.recorded_counter_busy_share - c.recorded_kernel_busy_share) < 0.05);
+    // The engine is active whenever one of the phase's kernels runs, and also while it starts the
+    // next one: the counters never read less busy than the records' union of kernels (up to the
+    // samples' edges), and more where kernels are short and many (measured on the H200: backward
+    // +8 points, the 37 small kernels of "counted" +20). Forward, long matrix products, agrees.
+    CATCH_CHECK(c.recorded_counter_busy_share >= c.recorded_kernel_busy_share - 0.02);
+    if (p.name == "forward") CATCH_CHECK(std::abs(c.recorded_counter_busy_share - c.recorded_kernel_busy_share) < 0.03);
   }
 }
 

@@ -3,6 +3,7 @@
 // stamp and event offsets, sums that add over phases and steps, and shares that never exceed 100%.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -211,5 +212,49 @@ TEST_CASE("the samples' clock is aligned with the GPU's by a burst of known plac
     for (auto& s : v) s.gpu_busy = 0;
     CHECK(align_clocks(v, begin, end).why.find("saw no GPU activity") != std::string::npos);
     CHECK(align_clocks(v, begin, begin).why == "the calibration burst did not run");
+  }
+}
+
+TEST_CASE("a sample from CUPTI's values: shares by the layout, and what is dropped", "[pm][decode]") {
+  sample_layout l;  // busy 0, elapsed 1, SM 2; tensor at 3 (a percentage), DRAM at 4 (a ratio)
+  l.tensor = 3;
+  l.dram = 4;
+  l.dram_scale = 1.0;
+  l.interval_ns = 100000;
+  const std::vector<double> v{900, 1000, 450, 37.5, 0.25};
+  const auto s = sample_from_values(5000000, 5100000, v, l, false);
+  REQUIRE(s);
+  CHECK(s->begin_ns == 5000000);
+  CHECK(s->end_ns == 5100000);
+  CHECK(s->gpu_busy == Approx(0.9));
+  CHECK(s->sm_active == Approx(0.45));
+  CHECK(s->tensor_active == Approx(0.375));
+  CHECK(s->dram_throughput == Approx(0.25));
+  SECTION("a gated clock (no elapsed cycles) reads idle, values above the whole are capped") {
+    const auto gated = sample_from_values(0, 100000, {0, 0, 0, 0, 0}, l, false);
+    REQUIRE(gated);
+    CHECK(gated->gpu_busy == 0);
+    CHECK(gated->sm_active == 0);
+    const auto over = sample_from_values(0, 100000, {1010, 1000, 1200, 130, 1.4}, l, false);
+    REQUIRE(over);
+    CHECK(over->gpu_busy == 1);
+    CHECK(over->sm_active == 1);
+    CHECK(over->tensor_active == 1);
+    CHECK(over->dram_throughput == 1);
+  }
+  SECTION("counters not sampled stay unmeasured") {
+    sample_layout bare;
+    const auto b = sample_from_values(0, 100000, {500, 1000, 100}, bare, false);
+    REQUIRE(b);
+    CHECK(b->tensor_active < 0);
+    CHECK(b->dram_throughput < 0);
+  }
+  SECTION("dropped: the session's first, one longer than 4 intervals, an empty one, a value not a number, too few values") {
+    CHECK_FALSE(sample_from_values(5000000, 5100000, v, l, true));
+    CHECK_FALSE(sample_from_values(0, 400001, v, l, false));
+    CHECK(sample_from_values(0, 400000, v, l, false));
+    CHECK_FALSE(sample_from_values(100, 100, v, l, false));
+    CHECK_FALSE(sample_from_values(0, 100000, {900, std::nan(""), 450, 37.5, 0.25}, l, false));
+    CHECK_FALSE(sample_from_values(0, 100000, {900, 1000}, l, false));
   }
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,37 @@ struct pm_sample {
   double tensor_active = -1;      ///< tensor pipes active (average over SMs), share of peak
   double dram_throughput = -1;    ///< DRAM throughput, share of peak
 };
+
+/// Where each metric sits in a sample's evaluated values, and what turns a value into a share.
+struct sample_layout {
+  std::size_t busy = 0, elapsed = 1, sm = 2;  ///< gr__cycles_active.avg, gr__cycles_elapsed.max, sm__cycles_active.avg
+  int tensor = -1, dram = -1;                 ///< their positions; -1: not sampled
+  double tensor_scale = 0.01;                 ///< value x scale = share (a percentage: 0.01)
+  double dram_scale = 0.01;
+  std::int64_t interval_ns = 100000;          ///< the interval asked for
+};
+
+/// A sample from CUPTI's evaluated values (pure: tested on the CPU), or nullopt when it says nothing
+/// about a window: the session's first (it reaches back to when sampling was enabled and is an
+/// outlier by CUPTI's own advice), one much longer than the interval, or a value that is not a number.
+inline std::optional<pm_sample> sample_from_values(std::uint64_t begin, std::uint64_t end, const std::vector<double>& v,
+                                                   const sample_layout& l, bool first) {
+  const auto at = [&](long i) { return i >= 0 && static_cast<std::size_t>(i) < v.size() ? v[static_cast<std::size_t>(i)] : 0.0; };
+  if (first || end <= begin || end - begin > static_cast<std::uint64_t>(4 * l.interval_ns) ||
+      !std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); }) ||
+      std::max({l.busy, l.elapsed, l.sm}) >= v.size())
+    return std::nullopt;
+  pm_sample s;
+  s.begin_ns = static_cast<std::int64_t>(begin);
+  s.end_ns = static_cast<std::int64_t>(end);
+  const double elapsed = v[l.elapsed];
+  // No elapsed cycles: the engine's clock was gated for the whole sample, i.e. it was idle.
+  s.gpu_busy = elapsed > 0 ? std::clamp(v[l.busy] / elapsed, 0.0, 1.0) : 0.0;
+  s.sm_active = elapsed > 0 ? std::clamp(v[l.sm] / elapsed, 0.0, 1.0) : 0.0;
+  if (l.tensor >= 0) s.tensor_active = std::clamp(at(l.tensor) * l.tensor_scale, 0.0, 1.0);
+  if (l.dram >= 0) s.dram_throughput = std::clamp(at(l.dram) * l.dram_scale, 0.0, 1.0);
+  return s;
+}
 
 /// What the samples say about one window. Times in ns; `*_ns` are share x overlap sums, so that
 /// busy_ns / covered_ns is the window's busy share.
