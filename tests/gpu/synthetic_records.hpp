@@ -17,4 +17,17 @@ inline traceml::gpu_record kernel_record(const char* name, std::int64_t b, std::
   return r;
 }
 
+/// A span record of `step` [b, e): a step's own (micro-batch -1) or a phase of micro-batch 0.
+inline traceml::span_record span_of(traceml::phase_kind k, const char* name, std::int32_t step, std::int64_t b,
+                                    std::int64_t e) {
+  traceml::span_record s;
+  s.kind = k;
+  s.name = name;
+  s.step = step;
+  s.microbatch = k == traceml::phase_kind::step ? -1 : 0;
+  s.begin_ns = b;
+  s.end_ns = e;
+  return s;
+}
+
 }  // namespace traceml_test

@@ -19,14 +19,7 @@ namespace {
 constexpr std::uint32_t stream = 7;
 
 span_record span(phase_kind k, const char* name, std::int32_t step, std::int64_t b, std::int64_t e) {
-  span_record s;
-  s.kind = k;
-  s.name = name;
-  s.step = step;
-  s.microbatch = k == phase_kind::step ? -1 : 0;
-  s.begin_ns = b;
-  s.end_ns = e;
-  return s;
+  return traceml_test::span_of(k, name, step, b, e);
 }
 
 timed_span timed(const span_record& s, std::int64_t event_ns, std::uint64_t begin_marker = 0,

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "synthetic_records.hpp"
 #include "traceml/gpu/attribution_stage.hpp"
 #include "traceml/gpu/pm_placement.hpp"
 #include "traceml/gpu/pm_samples.hpp"
@@ -36,14 +37,7 @@ std::vector<pm_sample> ramp() {
 }
 
 span_record span(phase_kind k, const char* name, std::int32_t step, std::int64_t b, std::int64_t e) {
-  span_record s;
-  s.kind = k;
-  s.name = name;
-  s.step = step;
-  s.microbatch = k == phase_kind::step ? -1 : 0;
-  s.begin_ns = b;
-  s.end_ns = e;
-  return s;
+  return traceml_test::span_of(k, name, step, b, e);
 }
 
 timed_span timed(const span_record& s, std::int64_t event_ns, std::int64_t offset_ns) {
