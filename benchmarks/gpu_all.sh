@@ -50,6 +50,9 @@ if want pm; then
   stamp "PM sampling probe"
   timeout 60 "$build/benchmarks/pm_sampling_probe" >"$out/pm_probe.log" 2>&1; echo "rc=$?"
   cat "$out/pm_probe.log"
+  # The decoder's CPU against the size of its counter-data image (8,192 samples was the default).
+  timeout 60 "$build/benchmarks/pm_sampling_probe" --max-samples 8192 --tiny-kernels 10 >"$out/pm_probe_8192.log" 2>&1
+  echo "with 8192 samples per decode pass:"; grep -E "^3\. rate" "$out/pm_probe_8192.log"
   stamp "[gpu][pm] test"
   timeout 90 "$build/tests/gpu/traceml_gpu_tests" "[pm],[default],[degrade]" -d yes >"$out/gpu_pm_tests.log" 2>&1; echo "rc=$?"
   grep -E "hardware counters|busy:|SKIPPED|FAILED|passed|failed" "$out/gpu_pm_tests.log" | head -30
@@ -59,7 +62,10 @@ if want pm; then
     mkdir -p "$out/agreement_$mode"
     timeout 90 "$build/examples/qwen3/qwen3_accumulation" --schedules 1x4,4x1 --steps "${AGREE_STEPS:-12}" --warmup 2 \
       --record-budget 0 --no-traces "${flags[@]}" --out "$out/agreement_$mode" >"$out/agreement_$mode.log" 2>&1; echo "rc=$?"
-    python3 "$root/benchmarks/counter_agreement.py" "$out/agreement_$mode/accumulation_summary.json" 2>&1 | tee "$out/agreement_$mode.txt"
+    # With the engine time per kernel the probe measured on isolated tiny kernels (its part 5).
+    engine=$(awk '$1 == "isolated" && $NF ~ /^[0-9.]+$/ {print $NF}' "$out/pm_probe.log")
+    python3 "$root/benchmarks/counter_agreement.py" "$out/agreement_$mode/accumulation_summary.json" \
+      ${engine:+--engine-us "$engine"} 2>&1 | tee "$out/agreement_$mode.txt"
   done
 fi
 
@@ -93,11 +99,11 @@ if want pm_overhead; then
   timeout 100 "$build/benchmarks/qwen3_overhead" --cuda-graphs --modes events,events+pm --rounds "${PM_ROUNDS:-6}" \
     >"$out/pm_overhead_graphs.log" 2>&1; echo "rc=$?"
   cat "$out/pm_overhead_graphs.log"
-  # Eager blocks of one mode differ by up to 20% on that machine: PM_EAGER=0 skips a run that
-  # cannot resolve +0.3% in a few rounds.
+  # Eager blocks of one mode differ by up to 20% on that machine: many short blocks, so that the
+  # interval of the median ratio narrows (PM_EAGER=0 skips it).
   if [ "${PM_EAGER:-1}" != 0 ]; then
     stamp "hardware counters' cost on the Qwen3 trainer, eager"
-    timeout 100 "$build/benchmarks/qwen3_overhead" --modes events,events+pm --rounds "${PM_ROUNDS:-6}" \
+    timeout 200 "$build/benchmarks/qwen3_overhead" --modes events,events+pm --rounds "${PM_EAGER_ROUNDS:-24}" --block 6 \
       >"$out/pm_overhead_eager.log" 2>&1; echo "rc=$?"
     cat "$out/pm_overhead_eager.log"
   fi

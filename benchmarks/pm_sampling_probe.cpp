@@ -9,15 +9,21 @@
 //   3. Rate: samples decoded per second, the interval achieved, the decoder's CPU time, overflows.
 //   4. Together with CUPTI kernel records: a profiler with a CUPTI source recording every step runs
 //      phases while the sampler runs; both must deliver.
+//   5. The engine's time per kernel: the counters count the graphics engine active, which takes in a
+//      kernel's launch set-up and tear-down; a kernel record spans its execution alone. Phases of
+//      tiny one-thread kernels (the clock stamp), isolated (host spins between launches) and back to
+//      back (queued behind a memset), beside long memsets: (counter busy - record busy) per kernel,
+//      on the same steps. The same figure on the trainer comes from benchmarks/counter_agreement.py.
 // The step-time overhead on the trainer is measured by qwen3_overhead's +pm modes.
 //
-//   pm_sampling_probe [--interval-us 20] [--bursts 6] [--burst-ms 10]
+//   pm_sampling_probe [--interval-us 100] [--bursts 6] [--burst-ms 10] [--max-samples 1024] [--tiny-kernels 500]
 #include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -62,21 +68,101 @@ struct burner {
   }
 };
 
+/// Part 5 (see the top): tiny kernels isolated and back to back, long memsets; per phase over the
+/// recorded steps after the first, records and counters side by side and the engine time per kernel.
+void engine_time_per_kernel(burner& burn, traceml::gpu_clock& clock, const traceml::pm_sampler_options& so, int tiny) {
+  traceml::cupti_options co;
+  co.overhead_budget = 0;
+  co.sample_every = 1;
+  traceml::pm_sampling_options po;
+  po.sampler = so;
+  auto src = std::make_unique<traceml::pm_sampling_source>(std::make_unique<traceml::cupti_source>(co), po);
+  if (!src->sampling()) {
+    std::printf("5. engine time per kernel: UNAVAILABLE: %s\n", src->why().c_str());
+    return;
+  }
+  traceml::profiler_options o;
+  o.run_name = "engine";
+  o.print_table = false;
+  o.warmup_steps = 1;
+  traceml::profiler prof(o);
+  prof.set_gpu_source(std::move(src));
+  auto tiny_kernel = [&] { clock.release(clock.stamp(nullptr)); };  // one thread storing the clock: ~1 us
+  auto spin_us = [](int us) {
+    const std::int64_t until = traceml::now_ns() + std::int64_t{us} * 1000;
+    while (traceml::now_ns() < until) {
+    }
+  };
+  for (int step = 0; step < 6; ++step) {
+    TRACEML_STEP();
+    {
+      TRACEML_PHASE_NAMED("isolated");  // a host spin of 20 us after each launch: the GPU idles between
+      for (int i = 0; i < tiny; ++i) {
+        tiny_kernel();
+        spin_us(20);
+      }
+    }
+    burn.run(2.0);  // outside any phase: the kernels below queue behind it
+    {
+      TRACEML_PHASE_NAMED("back_to_back");
+      for (int i = 0; i < tiny; ++i) tiny_kernel();
+    }
+    {
+      TRACEML_PHASE_NAMED("memsets");
+      burn.run(5.0);
+    }
+    cudaDeviceSynchronize();
+  }
+  const auto& r = prof.finish();
+  std::printf("5. engine time per kernel (%d tiny kernels per phase, steps after the first)\n", tiny);
+  std::printf("   %-13s %10s %9s %11s %12s %11s %16s\n", "phase", "window ms", "kernels", "records %", "counters %",
+              "diff pts", "engine us/kernel");
+  for (const char* name : {"isolated", "back_to_back", "memsets"}) {
+    double window = 0, rec = 0, cnt = 0, kernels = 0;
+    int n = 0;
+    for (const auto& st : r.steps) {
+      if (!st.gpu || st.step < 1) continue;
+      for (const auto& p : st.gpu->phases) {
+        const auto& f = p.facts;
+        if (std::string(p.name) != name || f.window_ns <= 0 || f.counters.samples == 0) continue;
+        window += static_cast<double>(f.window_ns);
+        rec += static_cast<double>(f.busy_ns);
+        cnt += traceml::busy_share(f.counters) * static_cast<double>(f.window_ns);
+        kernels += static_cast<double>(f.kernel_count);
+        ++n;
+      }
+    }
+    if (n == 0 || window <= 0) {
+      std::printf("   %-13s no step with both sources\n", name);
+      continue;
+    }
+    char per_kernel[32] = "-";
+    if (kernels > 0) std::snprintf(per_kernel, sizeof per_kernel, "%.3f", (cnt - rec) / kernels / 1e3);
+    std::printf("   %-13s %10.3f %9.0f %10.2f%% %11.2f%% %+11.2f %16s\n", name, window / n / 1e6, kernels / n,
+                100.0 * rec / window, 100.0 * cnt / window, 100.0 * (cnt - rec) / window, per_kernel);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int interval_us = 100, bursts = 6;
+  int interval_us = 100, bursts = 6, tiny_kernels = 500;
+  std::uint32_t max_samples = traceml::pm_sampler_options{}.max_samples;
   double burst_ms = 10;
   CLI::App app{"Feasibility of CUPTI PM sampling as a GPU time source (clock, rate, coexistence with CUPTI records)."};
   app.add_option("--interval-us", interval_us, "sampling interval")->check(CLI::Range(1, 100000))->capture_default_str();
   app.add_option("--bursts", bursts, "busy bursts, each followed by an idle gap")->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_option("--burst-ms", burst_ms, "length of a burst and of a gap")->check(CLI::Range(0.1, 1000.0))->capture_default_str();
+  app.add_option("--max-samples", max_samples, "samples one decode pass holds (counter-data image)")->check(CLI::Range(16, 1 << 20))->capture_default_str();
+  app.add_option("--tiny-kernels", tiny_kernels, "tiny kernels per phase in part 5")->check(CLI::Range(10, 100000))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // every line, even if the driver takes the process down
 
-  std::printf("pm_sampling_probe: interval %d us, %d bursts of %.1f ms\n", interval_us, bursts, burst_ms);
+  std::printf("pm_sampling_probe: interval %d us, %d bursts of %.1f ms, %u samples per decode pass\n", interval_us, bursts,
+              burst_ms, max_samples);
   traceml::pm_sampler_options so;
   so.interval_ns = std::int64_t{interval_us} * 1000;
+  so.max_samples = max_samples;
   const std::int64_t t_start = traceml::now_ns();
   // The process's sampler, as the profiler's source uses it (never disabled: step 4 takes it over).
   traceml::pm_sampler& sampler = traceml::process_pm_sampler(so);
@@ -188,7 +274,7 @@ int main(int argc, char** argv) {
               st.mean_interval_ns / 1e3, interval_us, static_cast<unsigned long long>(st.decode_passes),
               static_cast<double>(st.decode_cpu_ns) / 1e6 / (static_cast<double>(wall) / 1e9),
               static_cast<unsigned long long>(st.overflows));
-  sampler.keep_samples(false);
+  sampler.pause();  // as between profilers; the source below resumes it
 
   // 4. With CUPTI kernel records on every step, through the source the profiler uses.
   {
@@ -247,6 +333,7 @@ int main(int argc, char** argv) {
                     p.name.c_str(), 100.0 * p.counters->busy_share, p.counters->steps, p.counters->recorded_steps,
                     100.0 * p.counters->recorded_counter_busy_share, 100.0 * p.counters->recorded_kernel_busy_share);
   }
+  engine_time_per_kernel(burn, clock, so, tiny_kernels);
   cudaFree(burn.buf);
   return 0;
 }

@@ -186,16 +186,16 @@ struct mode_result {
   std::map<std::string, std::array<double, 4>> agreement;
 };
 
-/// The source, with hardware-counter sampling around it for +pm modes (`pm` then points at it);
-/// a sampler that cannot start makes the mode unavailable, with CUPTI's reason.
+/// The source, with hardware-counter sampling around it for +pm modes; a sampler that cannot start
+/// makes the mode unavailable, with CUPTI's reason. Between +pm blocks the process's sampler is paused
+/// (the source's release), so the other modes' blocks run without any counter traffic or decoding.
 std::unique_ptr<traceml::gpu_source> with_counters(const mode& md, std::unique_ptr<traceml::gpu_source> src,
-                                                   mode_result& out, traceml::pm_sampling_source*& pm) {
+                                                   mode_result& out) {
   if (!md.pm) return src;
   traceml::pm_sampling_options o;
   o.current_stream = traceml::libtorch::current_stream_provider();
   auto wrapped = std::make_unique<traceml::pm_sampling_source>(std::move(src), o);
   if (!wrapped->sampling()) out.unavailable = wrapped->why();
-  pm = wrapped.get();
   return wrapped;
 }
 
@@ -292,7 +292,6 @@ int main(int argc, char** argv) {
           callbacks.add(clock);
           std::unique_ptr<traceml::profiler> prof;
           traceml::cupti_source* cupti = nullptr;
-          traceml::pm_sampling_source* pm = nullptr;
           if (md.profiler) {
             traceml::profiler_options po;
             po.run_name = md.name;
@@ -306,7 +305,7 @@ int main(int argc, char** argv) {
               if (!md.memory) eo.memory = nullptr;
               auto src = cuda ? std::make_unique<traceml::cuda_events_source>(eo) : nullptr;
               if (!src || !src->ok()) out.unavailable = src ? src->status() : "no CUDA device";
-              else prof->set_gpu_source(with_counters(md, std::move(src), out, pm));
+              else prof->set_gpu_source(with_counters(md, std::move(src), out));
             } else if (md.sample_every > 0) {
               traceml::cupti_options co = md.cupti;
               co.sample_every = md.sample_every;
@@ -319,7 +318,7 @@ int main(int argc, char** argv) {
                 out.unavailable = src ? src->why() : "no CUDA device";
               } else {
                 cupti = src.get();
-                prof->set_gpu_source(with_counters(md, std::move(src), out, pm));
+                prof->set_gpu_source(with_counters(md, std::move(src), out));
               }
             }
             if (!out.unavailable.empty()) continue;

@@ -12,10 +12,13 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "standin_model.hpp"
@@ -637,6 +640,45 @@ CATCH_TEST_CASE("hardware counters on every phase of every step, agreeing with k
     CATCH_CHECK(c.recorded_counter_busy_share >= c.recorded_kernel_busy_share - 0.02);
     if (p.name == "forward") CATCH_CHECK(std::abs(c.recorded_counter_busy_share - c.recorded_kernel_busy_share) < 0.03);
   }
+}
+
+CATCH_TEST_CASE("between profilers the hardware counters pause, and the next profiler resumes them", "[gpu][pm]") {
+  mlp_loop loop;
+  loop.step(false);
+  auto o = torch_options();
+  o.hardware_counters = true;
+  o.cupti_opts.overhead_budget = 0;
+  auto run_once = [&] {
+    auto src = traceml::make_best_gpu_source(o);
+    auto* pm = dynamic_cast<traceml::pm_sampling_source*>(src.get());
+    CATCH_REQUIRE(pm);
+    const bool sampling = pm->sampling();
+    if (sampling) CATCH_CHECK(traceml::process_pm_sampler().sampling_now());
+    auto r = run_profiled(std::move(src), 6, [&](int) { loop.step(false); });
+    std::size_t sampled = 0;
+    for (const auto& s : r.steps) sampled += s.gpu && s.gpu->total.counters.measured() ? 1 : 0;
+    return std::make_pair(sampling, sampled);
+  };
+  const auto first = run_once();
+  if (!first.first) {
+    std::printf("SKIPPED hardware counters: %s\n", traceml::process_pm_sampler().why().c_str());
+    return;
+  }
+  CATCH_CHECK(first.second == 6);
+  // Released: the hardware stops sampling and nothing is decoded or kept while the training runs.
+  auto& sampler = traceml::process_pm_sampler();
+  CATCH_CHECK_FALSE(sampler.sampling_now());
+  const auto before = sampler.stats().samples;
+  for (int i = 0; i < 5; ++i) loop.step(false);
+  torch::cuda::synchronize();
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // three decode periods
+  CATCH_CHECK(sampler.stats().samples == before);
+  CATCH_CHECK(sampler.take().empty());
+  // Taken again: sampling resumes and every step is sampled, as in the first profiler.
+  const auto second = run_once();
+  CATCH_CHECK(second.first);
+  CATCH_CHECK(second.second == 6);
+  CATCH_CHECK(sampler.decode_failure().empty());
 }
 
 CATCH_TEST_CASE("one CUPTI source at a time - shut down cleanly and start again", "[gpu][degrade]") {

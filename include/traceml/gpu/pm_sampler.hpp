@@ -48,7 +48,9 @@ struct pm_sampler_options {
   std::int64_t interval_ns = 100000;
   /// The GPU-side ring of raw samples (taken from device memory): at 100 us, seconds of samples.
   std::size_t hardware_buffer_bytes = std::size_t{64} << 20;
-  std::uint32_t max_samples = 8192;    ///< samples one decode pass can hold (host counter-data image)
+  /// Samples one decode pass can hold (the host counter-data image, initialized again after every
+  /// pass). 1,024 hold 100 ms at 100 us, five decode periods; a fuller buffer takes more passes.
+  std::uint32_t max_samples = 1024;
   int decode_period_ms = 20;           ///< how often the worker decodes the hardware buffer (0: no worker; flush() decodes)
   bool tensor = true;                  ///< add the tensor-pipe counter when one pass allows it
   bool dram = true;                    ///< add the DRAM-throughput counter when one pass allows it
@@ -162,22 +164,85 @@ class pm_sampler {
       }
       wake_.notify_all();
       if (worker_.joinable()) worker_.join();
-      auto p = detail::cupti_params<CUpti_PmSampling_Stop_Params>(CUpti_PmSampling_Stop_Params_STRUCT_SIZE);
-      p.pPmSamplingObject = object_;
-      api_.stop(&p);
-      decode_all();
+      if (!paused_) {
+        auto p = detail::cupti_params<CUpti_PmSampling_Stop_Params>(CUpti_PmSampling_Stop_Params_STRUCT_SIZE);
+        p.pPmSamplingObject = object_;
+        api_.stop(&p);
+        decode_all();
+      }
       running_ = false;
     }
     release();
 #endif
   }
 
-  /// Whether decoded samples are kept for take() (true from start) or dropped: a sampler that stays
-  /// on between profilers (process_pm_sampler) drains the hardware buffer without anyone taking.
-  void keep_samples(bool keep) {
-    std::lock_guard<std::mutex> lock(out_mu_);
-    keep_ = keep;
-    if (!keep) out_.clear();
+  /// Stops the hardware sampling between profilers, decodes what the buffer still holds and lets the
+  /// worker sleep: a paused sampler costs the training nothing (no counter traffic, no decoding).
+  /// Its samples are dropped. The counters stay configured and claimed (no Disable: that tears down
+  /// more of CUPTI than its own object), so resume() is cheap. Idempotent.
+  void pause() {
+#if TRACEML_HAS_PM_SAMPLING
+    if (!running_) return;
+    {
+      std::lock_guard<std::mutex> lock(cupti_mu_);  // no decode pass runs while the state changes
+      std::lock_guard<std::mutex> wake(wake_mu_);
+      if (paused_) return;
+      auto p = detail::cupti_params<CUpti_PmSampling_Stop_Params>(CUpti_PmSampling_Stop_Params_STRUCT_SIZE);
+      p.pPmSamplingObject = object_;
+      if (const CUptiResult r = api_.stop(&p); r != CUPTI_SUCCESS) {
+        std::lock_guard<std::mutex> out(out_mu_);
+        if (decode_failure_.empty())
+          decode_failure_ = "hardware counters could not pause: " +
+                            detail::describe_pm_failure("cuptiPmSamplingStop", static_cast<int>(r), api_.describe(r));
+        return;  // still sampling: keep decoding, and dropping
+      }
+      paused_ = true;
+    }
+    decode_all();  // empties the hardware buffer; nothing is kept while paused
+    std::lock_guard<std::mutex> out(out_mu_);
+    keep_ = false;
+    out_.clear();
+#endif
+  }
+
+  /// Starts the hardware sampling again after pause(); samples are kept for take() from here on. The
+  /// first sample after a start spans the pause and is dropped (as the session's first is). False
+  /// (decode_failure() says why) when CUPTI refuses to start again.
+  bool resume() {
+#if TRACEML_HAS_PM_SAMPLING
+    if (!running_) return false;
+    {
+      std::lock_guard<std::mutex> lock(cupti_mu_);
+      std::lock_guard<std::mutex> wake(wake_mu_);
+      if (paused_) {
+        auto p = detail::cupti_params<CUpti_PmSampling_Start_Params>(CUpti_PmSampling_Start_Params_STRUCT_SIZE);
+        p.pPmSamplingObject = object_;
+        if (const CUptiResult r = api_.start(&p); r != CUPTI_SUCCESS) {
+          std::lock_guard<std::mutex> out(out_mu_);
+          decode_failure_ = "hardware counters could not start again: " +
+                            detail::describe_pm_failure("cuptiPmSamplingStart", static_cast<int>(r), api_.describe(r));
+          return false;
+        }
+        paused_ = false;
+        seen_first_ = false;
+      }
+    }
+    wake_.notify_all();
+    std::lock_guard<std::mutex> out(out_mu_);
+    keep_ = true;
+    return true;
+#else
+    return false;
+#endif
+  }
+  /// Whether the hardware is sampling now (started and not paused).
+  bool sampling_now() const {
+#if TRACEML_HAS_PM_SAMPLING
+    std::lock_guard<std::mutex> wake(wake_mu_);
+    return running_ && !paused_;
+#else
+    return false;
+#endif
   }
 
   /// Ends the decoding thread and leaves the counters sampling (for the end of the process: no
@@ -484,6 +549,8 @@ class pm_sampler {
     std::unique_lock<std::mutex> lock(wake_mu_);
     while (!stopping_) {
       wake_.wait_for(lock, std::chrono::milliseconds(opt_.decode_period_ms), [this] { return stopping_; });
+      // Paused: nothing arrives, so sleep until resumed (or stopped) instead of polling.
+      wake_.wait(lock, [this] { return stopping_ || !paused_; });
       if (stopping_) break;
       lock.unlock();
       decode_all();
@@ -531,9 +598,10 @@ class pm_sampler {
   bool profiler_initialized_ = false;
   sample_layout layout_;  // where each metric sits in a sample's values
   std::thread worker_;
-  std::mutex wake_mu_;
+  mutable std::mutex wake_mu_;
   std::condition_variable wake_;
   bool stopping_ = false;     // guarded by wake_mu_
+  bool paused_ = false;       // guarded by wake_mu_ (changed with cupti_mu_ held too)
   std::mutex cupti_mu_;       // serialises decode passes (worker and flush())
   bool decode_failed_ = false;  // guarded by cupti_mu_
   bool seen_first_ = false;     // guarded by cupti_mu_
@@ -543,13 +611,14 @@ class pm_sampler {
   pm_sampler_stats stats_;
   std::string decode_failure_;  // guarded by out_mu_
   bool keep_ = true;            // guarded by out_mu_
+  // Lock order where more than one is held: cupti_mu_, then wake_mu_, then out_mu_.
 };
 
 /// The process's one sampler, started at the first call with that call's options and never disabled:
 /// disabling PM sampling tears down more of CUPTI than its own object (other users of the API skip it
 /// for that reason), and CUPTI activity records must go on working after a profiler ends. Between
-/// profilers it keeps decoding and drops the samples (pm_sampler::keep_samples); its decoding thread
-/// ends at exit, before CUDA's own teardown. Whether it runs: running(), else why().
+/// profilers it is paused (pm_sampler::pause: the hardware stops sampling, the decoder sleeps); its
+/// decoding thread ends at exit, before CUDA's own teardown. Whether it runs: running(), else why().
 inline pm_sampler& process_pm_sampler(const pm_sampler_options& first_options = {}) {
   static pm_sampler* const sampler = [&] {
     auto* s = new pm_sampler(first_options);  // never deleted: see above

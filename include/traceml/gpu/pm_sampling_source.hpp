@@ -112,11 +112,14 @@ class pm_sampling_source : public gpu_source {
       why_ = "hardware counters off: another profiler of this process is using them";
     } else {
       sampler_ = &shared;
-      interval_ns_ = shared.interval_ns();
       base_stats_ = shared.stats();
       taken_ns_ = now_ns();
-      shared.keep_samples(true);
-      if (!calibrate()) release();
+      if (!shared.resume()) {
+        why_ = shared.decode_failure();
+        release();
+      } else if (!calibrate()) {
+        release();
+      }
     }
     if (!why_.empty()) report_once("pm-sampling", why_ + "; running without hardware counters");
   }
@@ -236,10 +239,10 @@ class pm_sampling_source : public gpu_source {
     std::int64_t arrived_ns = 0;
   };
 
-  /// Gives the process's sampler back (its samples dropped until the next source takes it).
+  /// Gives the process's sampler back, paused until the next source takes it.
   void release() {
     if (!sampler_) return;
-    sampler_->keep_samples(false);
+    sampler_->pause();
     sampler_ = nullptr;
     detail::pm_sampler_claimed().store(false);
   }
@@ -248,7 +251,7 @@ class pm_sampling_source : public gpu_source {
     // Up to three tries: once on the H200 the samples of a burst had not arrived (0.003 ms seen of
     // 2 ms) where the same measurement succeeded in every other process.
     for (int attempt = 0; attempt < 3; ++attempt) {
-      alignment_ = measure_clock_alignment(*sampler_, clock_, interval_ns_);
+      alignment_ = measure_clock_alignment(*sampler_, clock_, sampler_->interval_ns());
       if (alignment_.ok) break;
     }
     if (!alignment_.ok) why_ = "hardware counters off: their clock could not be aligned with the GPU's (" + alignment_.why + ")";
@@ -260,7 +263,7 @@ class pm_sampling_source : public gpu_source {
     if (!alignment_.ok || !sampling()) return;
     // Steps were all placed already: the samples taken here serve the measurement alone.
     const clock_alignment again =
-        measure_clock_alignment(*sampler_, clock_, interval_ns_, alignment_.offset_ns, 2 * clock_calibration_burst_ns);
+        measure_clock_alignment(*sampler_, clock_, sampler_->interval_ns(), alignment_.offset_ns, 2 * clock_calibration_burst_ns);
     if (again.ok) drift_ns_ = again.offset_ns - alignment_.offset_ns;
     else drift_measured_ = false;
   }
@@ -325,7 +328,6 @@ class pm_sampling_source : public gpu_source {
   pm_sampling_options opt_;
   std::string name_, why_;
   pm_sampler* sampler_ = nullptr;                   // the process's, while this source holds it
-  std::int64_t interval_ns_ = 0;                    // the interval it samples at (its first user's)
   pm_sampler_stats base_stats_;                     // its counts when this source took it
   std::int64_t taken_ns_ = 0;                       // and when
   gpu_clock clock_;
