@@ -11,6 +11,10 @@
 //              since the budget is kept over a run, not over a few steps
 //   M+pm       events or a cupti mode with hardware-counter sampling added (pm_sampling_source.hpp):
 //              its cost, and for cupti+pm the agreement of counter busy with kernel-record busy
+//   events+pmalt  events, with the process's PM sampler running on every other step and paused on
+//              the rest (the switch between steps, outside the timed part): the sampler's own cost
+//              (hardware sampling, the decoding thread) from each sampled step against its two
+//              neighbours, which drift cannot reach as it reaches blocks of a CPU-bound loop
 //   M+V        a mode with a part switched off, to locate a cost: +nomemory (no memory sampler),
 //              and for CUPTI +nomarkers (no boundary markers), +noclock (CUPTI's own clock, mapped),
 //              +noflush (no periodic flush), +nomemcpy, +noevents (no CUDA-event phase timing)
@@ -71,6 +75,23 @@ struct step_clock : traceml::callback {
   }
 };
 
+/// +pmalt, added before step_clock: starts the process's PM sampler before every other step's begin
+/// stamp and pauses it after that step's end stamp, so the switch itself is not timed; `on` says
+/// which steps sampled. Step times for it: begin to end of the same step (the loss read, a sync, is
+/// inside), not begin to next begin.
+struct sampler_toggle : traceml::callback {
+  traceml::pm_sampler& sampler = traceml::process_pm_sampler();
+  std::vector<bool> on;
+  sampler_toggle() { sampler.pause(); }
+  void on_step_begin() override {
+    on.push_back(on.size() % 2 == 1);
+    if (on.back()) sampler.resume();
+  }
+  void on_step_end() override {
+    if (on.back()) sampler.pause();
+  }
+};
+
 /// Added last: stamps step begins after the profiler's work and step ends before it.
 struct after_profiler : traceml::callback {
   explicit after_profiler(step_clock& c) : clock(c) {}
@@ -119,6 +140,7 @@ struct mode {
   double budget = 0;     // cupti@B: overhead budget (share)
   bool memory = true;    // +nomemory
   bool pm = false;       // +pm: hardware counters sampled besides
+  bool pm_alternate = false;  // +pmalt: the sampler on every other step
   traceml::cupti_options cupti;  // variants: +nomarkers +noclock +noflush +nomemcpy +noevents
 };
 
@@ -138,13 +160,17 @@ mode parse_mode(std::string s) {
       m.pm = true;
       continue;
     }
+    if (v == "pmalt") {
+      m.pm_alternate = true;
+      continue;
+    }
     if (v == "nomarkers") m.cupti.markers = false;
     else if (v == "noclock") m.cupti.timestamp_callback = false;
     else if (v == "noflush") m.cupti.flush_period_ms = 0;
     else if (v == "nomemcpy") m.cupti.memcpy = false;
     else if (v == "noevents") m.cupti.phase_events = false;
     else throw std::invalid_argument("unknown variant '+" + v +
-                                     "' (pm, nomemory, nomarkers, noclock, noflush, nomemcpy, noevents)");
+                                     "' (pm, pmalt, nomemory, nomarkers, noclock, noflush, nomemcpy, noevents)");
     if (s.rfind("cupti", 0) != 0) throw std::invalid_argument("variants apply to cupti modes only: " + m.name);
   }
   if (s == "off") return m;
@@ -176,6 +202,7 @@ struct mode_result {
   std::vector<double> block_means;             // per round
   std::vector<double> sampled, unsampled;      // cupti/N, cupti@B: counted steps by their report's kernels_measured
   std::vector<double> hook_us;                 // the profiler's step begin + end work, per step
+  std::vector<double> alternate;               // +pmalt: a sampled step over the mean of its two neighbours
   std::uint64_t recorded_steps = 0, steps = 0, timed_steps = 0;  // timed: the step's GPU span measured
   std::uint64_t kernels = 0, attributed = 0, dropped = 0, gpu_steps = 0, switches = 0;
   std::int64_t switch_ns = 0;
@@ -289,6 +316,15 @@ int main(int argc, char** argv) {
           step_clock clock;
           after_profiler after(clock);
           traceml::callback_list callbacks;
+          std::unique_ptr<sampler_toggle> toggle;
+          if (md.pm_alternate) {
+            toggle = std::make_unique<sampler_toggle>();
+            if (!toggle->sampler.running()) {
+              out.unavailable = toggle->sampler.why();
+              continue;
+            }
+            callbacks.add(*toggle);
+          }
           callbacks.add(clock);
           std::unique_ptr<traceml::profiler> prof;
           traceml::cupti_source* cupti = nullptr;
@@ -334,6 +370,11 @@ int main(int argc, char** argv) {
             out.hook_us.push_back(static_cast<double>((after.begins[i] - clock.begins[i]) + (clock.ends[i] - after.ends[i])) / 1e3);
           const auto ms = clock.steps_ms();
           std::vector<double> counted(ms.begin() + 1, ms.end());
+          if (toggle) {  // each sampled step against its unsampled neighbours (the first step not counted)
+            auto own = [&](std::size_t i) { return static_cast<double>(clock.ends[i] - clock.begins[i]); };
+            for (std::size_t i = 2; i + 1 < toggle->on.size() && i + 1 < clock.ends.size(); ++i)
+              if (toggle->on[i]) out.alternate.push_back(own(i) / ((own(i - 1) + own(i + 1)) / 2));
+          }
           std::fprintf(stderr, "[%s round %d] %-10s %8.3f ms/step\n", sched.name().c_str(), r + 1, md.name.c_str(),
                        mean(counted));
           out.counted.insert(out.counted.end(), counted.begin(), counted.end());
@@ -418,6 +459,25 @@ int main(int argc, char** argv) {
                       m.gpu_steps ? static_cast<double>(m.kernels) / static_cast<double>(m.gpu_steps) : 0.0,
                       m.kernels ? 100.0 * static_cast<double>(m.attributed) / static_cast<double>(m.kernels) : 0.0,
                       static_cast<unsigned long long>(m.dropped));
+        if (md.pm_alternate && !m.alternate.empty()) {
+          const auto ai = median_interval(m.alternate);
+          const double r = median(m.alternate);
+          std::printf("  %-9s   sampler on every other step, against its two neighbours: %.4f (%+.2f%%) [%.4f, %.4f] "
+                      "(%2.0f%%), n=%zu sampled steps; status: %s\n",
+                      "", r, 100.0 * (r - 1.0), ai.lo, ai.hi, 100.0 * ai.coverage, m.alternate.size(),
+                      traceml::process_pm_sampler().status().c_str());
+          // With the source's own work per step (placing the samples), from +pm's hooks against the base's.
+          const auto pm_it = res.find(md.name.substr(0, md.name.rfind("+pmalt")) + "+pm");
+          const auto base_it = res.find(md.name.substr(0, md.name.rfind("+pmalt")));
+          if (pm_it != res.end() && base_it != res.end() && !pm_it->second.hook_us.empty() && !base_it->second.hook_us.empty()) {
+            const double hook = (mean(pm_it->second.hook_us) - mean(base_it->second.hook_us)) / 1e3 / off_ms;
+            std::printf("  %-9s   + the source's step work (%s hooks against %s): %+.3f%%; counters in all: %+.2f%% [%+.2f, "
+                        "%+.2f], +0.3%%: %s\n",
+                        "", pm_it->first.c_str(), base_it->first.c_str(), 100.0 * hook, 100.0 * (r - 1.0 + hook),
+                        100.0 * (ai.lo - 1.0 + hook), 100.0 * (ai.hi - 1.0 + hook),
+                        ai.hi - 1.0 + hook <= 0.003 ? "within" : ai.lo - 1.0 + hook > 0.003 ? "OVER" : "not resolved by this run");
+          }
+        }
         if (md.pm) {
           // The samples' own counts (rate, overflows, the decoder's CPU) are in the status line below:
           // the source, and with it the sampler's view, ends with the block's profiler.
