@@ -11,6 +11,7 @@
 //   auto losses = qwen3::train(*model, opt, data, t, callbacks);
 #pragma once
 #include "checkpoint.hpp"
+#include "chunked_loss.hpp"
 #include "config.hpp"
 #include "cuda_graph.hpp"
 #include "data.hpp"
