@@ -16,6 +16,7 @@
 #include "cuda_graph.hpp"
 #include "data.hpp"
 #include "lora.hpp"
+#include "loss_scaler.hpp"
 #include "memory_estimate.hpp"
 #include "model.hpp"
 #include "optimizer.hpp"
