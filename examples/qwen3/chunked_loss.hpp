@@ -40,8 +40,9 @@
 namespace qwen3 {
 
 /// Mean cross-entropy of softmax(hidden W^T) against `targets`, the full-logits form: hidden
-/// [T, H], weight [V, H], targets [T] int64. The log-probabilities are fp32 (log_softmax reads the
-/// model-dtype logits and writes fp32 in one kernel on CUDA), as transformers upcasts before its loss.
+/// [T, H], weight [V, H], targets [T] int64. The log-probabilities are fp32, as transformers upcasts
+/// before its loss (LibTorch's log_softmax(..., kFloat) copies bf16 logits to fp32 first; fp16 ones
+/// it reads directly on CUDA).
 inline torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                           const torch::Tensor& targets, std::int64_t ignore_index = -100) {
   auto logits = torch::mm(hidden, weight.t());  // [T, V]

@@ -323,8 +323,8 @@ class Qwen3Impl : public torch::nn::Module {
   /// Only the seq-1 positions that have a target go through the head (skipping the last one also
   /// avoids slicing the large logits tensor). The loss is computed on fp32 log-probabilities, as
   /// transformers does (it upcasts logits before cross-entropy): with bf16 log-probs the loss and its
-  /// gradient would carry ~3 significant digits. log_softmax(..., kFloat) reads the bf16 logits and
-  /// writes fp32 in one kernel on CUDA, so no fp32 copy of the [tokens, vocab] logits is made. With
+  /// gradient would carry ~3 significant digits. (log_softmax(..., kFloat) reads fp16 logits and
+  /// writes fp32 in one kernel on CUDA; bf16 logits LibTorch first copies to fp32.) With
   /// model_options::loss_chunk the same loss is computed a chunk of tokens at a time
   /// (chunked_loss.hpp): no [tokens, vocab] tensor at all, the head's gradient computed in forward.
   torch::Tensor loss(const torch::Tensor& ids) {
