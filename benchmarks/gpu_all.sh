@@ -3,7 +3,8 @@
 # build; the [gpu] tests; hardware counters (the PM-sampling probe, their test, their agreement with
 # kernel records, their cost); the profiling overhead on the Qwen3 trainer (eager, then CUDA graphs); the
 # C++ trainer against the Python reference side by side; the reference experiment (qwen3-1.7b, 100
-# steps, bf16, checkpointing); logit parity with transformers; the qwen3 tests on this LibTorch.
+# steps, bf16, checkpointing); logit parity with transformers; the qwen3 tests on this LibTorch; the
+# chunked loss against the full logits and fp16 (loss scaling) against bf16, each side by side.
 # Logs and JSON go to OUT_DIR. PARTS picks a subset (default: all of them).
 #
 #   benchmarks/gpu_all.sh OUT_DIR [DEPS_DIR]
@@ -18,7 +19,7 @@ build=${BUILD:-/tmp/traceml-gpu-build}
 mkdir -p "$out"
 t0=$(date +%s)
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
-parts=${PARTS:-tests pm overhead pm_overhead side_by_side experiment parity qwen3}
+parts=${PARTS:-tests pm overhead pm_overhead side_by_side experiment parity qwen3 chunked_loss fp16}
 want() { [[ " $parts " == *" $1 "* ]]; }
 
 tp=$(python3 -c 'import torch, torch.utils; print(torch.utils.cmake_prefix_path)')
@@ -30,7 +31,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_
 grep "traceml:" "$out/configure.log"
 stamp "build"
 targets="traceml_gpu_tests qwen3_overhead"
-{ want side_by_side || want experiment || want pm; } && targets+=" qwen3_accumulation"
+{ want side_by_side || want experiment || want pm || want chunked_loss || want fp16; } && targets+=" qwen3_accumulation"
 want pm && targets+=" pm_sampling_probe"
 want parity && targets+=" qwen3_logits"
 want qwen3 && targets+=" traceml_qwen3_tests"
@@ -118,5 +119,39 @@ fi
 if want qwen3; then
   stamp "qwen3 tests on this LibTorch"
   (cd "$build" && timeout 60 ctest -R qwen3 >"$out/qwen3_ctest.log" 2>&1); tail -3 "$out/qwen3_ctest.log"
+fi
+# qwen3_accumulation on 1x4 and 4x1, eager and with CUDA graphs, once per variant given as
+# "LABEL:FLAGS"; then the variants side by side per mode (the first variant is the baseline).
+# Without checkpointing, as the side-by-side timing; CUDA events for phase times and peak memory.
+variants_side_by_side() {
+  local tag=$1 limit=$2; shift 2
+  local mode label flags args
+  for mode in eager graphs; do
+    args=()
+    for v in "$@"; do
+      label=${v%%:*}; flags=${v#*:}
+      stamp "$tag, $mode: $label"
+      mkdir -p "$out/${tag}_$mode/$label"
+      # shellcheck disable=SC2086
+      timeout "$limit" "$build/examples/qwen3/qwen3_accumulation" --schedules 1x4,4x1 --steps "${VARIANT_STEPS:-40}" \
+        --warmup 5 --no-checkpointing --gpu-timing events --no-hw-counters --no-traces \
+        $([ "$mode" = graphs ] && echo --cuda-graphs) $flags --out "$out/${tag}_$mode/$label" \
+        >"$out/${tag}_$mode/$label.log" 2>&1; echo "rc=$?"
+      grep -E "loss:|loss scaling|CUDA graph capture failed" "$out/${tag}_$mode/$label.log"
+      args+=("$label=$out/${tag}_$mode/$label/accumulation_summary.json")
+    done
+    python3 "$root/benchmarks/summaries_side_by_side.py" "${args[@]}" | tee "$out/${tag}_$mode.txt"
+  done
+}
+
+if want chunked_loss; then
+  # The loss over the full [tokens, vocab] logits against chunks of 1024 target tokens
+  # (examples/qwen3/chunked_loss.hpp): step time, MFU, peak memory, losses.
+  variants_side_by_side chunked_loss 120 "full:--loss-chunk 0" "chunk1024:--loss-chunk 1024" "chunk256:--loss-chunk 256"
+fi
+
+if want fp16; then
+  # fp16 with dynamic loss scaling against bf16: step time, loss trajectories, skipped steps.
+  VARIANT_STEPS=${FP16_STEPS:-100} variants_side_by_side fp16 200 "bf16:--dtype bf16" "fp16:--dtype fp16"
 fi
 stamp "done"

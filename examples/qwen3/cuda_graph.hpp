@@ -6,7 +6,8 @@
 // phases apart, so the profiler still attributes kernels to each (a replay's kernels lie between the
 // phase's boundary markers on the stream).
 //
-//   qwen3::graphed_microbatch g(model, opt.params(), micro_batch, seq_len, 1.0 / accumulation);
+//   qwen3::graphed_microbatch g(model, opt.params(), micro_batch, seq_len, 1.0 / accumulation,
+//                               scaler.scale());   // fp16 only: the loss scaler's tensor (loss_scaler.hpp)
 //   g.capture(first_ids);                 // warm-up and capture, before training
 //   per micro-batch: g.load(ids); auto loss = g.forward(); g.backward();
 //   opt.step(); opt.zero_grad(/*set_to_none=*/false);   // gradients must stay the captured tensors
@@ -14,6 +15,10 @@
 // Requirements, all met by this trainer: fixed shapes per schedule (every example has seq_len
 // tokens), no CPU-GPU sync inside forward/backward, no dropout (no RNG state in the graph),
 // gradients zeroed in place. LibTorch 2.x with CUDA only (QWEN3_HAVE_CUDA_GRAPHS).
+//
+// Dynamic loss scaling works with graphs: the captured backward multiplies the loss by the scaler's
+// 0-dim device tensor, which the scaler updates in place, so every replay reads the current scale.
+// The inf/nan check stays outside the graphs, in the eager optimizer phase (one sync per step).
 #pragma once
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -38,11 +43,19 @@ namespace qwen3 {
 #if QWEN3_HAVE_CUDA_GRAPHS
 class graphed_microbatch {
  public:
+  /// loss_scale: a constant factor of the loss (1/A); dynamic_scale: an optional 0-dim device tensor
+  /// the backward's seed is multiplied by at each replay (loss_scaler::scale()); the loss that
+  /// forward() returns is not multiplied by it.
   graphed_microbatch(Qwen3Impl& model, std::vector<torch::Tensor> trainable, std::int64_t micro_batch,
-                     std::int64_t seq_len, double loss_scale)
-      : model_(model), trainable_(std::move(trainable)), loss_scale_(loss_scale) {
+                     std::int64_t seq_len, double loss_scale, torch::Tensor dynamic_scale = {})
+      : model_(model), trainable_(std::move(trainable)), loss_scale_(loss_scale),
+        dynamic_scale_(std::move(dynamic_scale)) {
     const auto device = model.embed_tokens.device();
     if (!device.is_cuda()) throw std::invalid_argument("graphed_microbatch: the model must be on a CUDA device");
+    // A CPU scalar would be baked into the captured kernel as a constant: the scale must be read
+    // from device memory at each replay.
+    if (dynamic_scale_.defined() && dynamic_scale_.device() != device)
+      throw std::invalid_argument("graphed_microbatch: the dynamic loss scale must be a tensor on the model's device");
     static_ids_ = torch::zeros({micro_batch, seq_len}, torch::TensorOptions().dtype(torch::kInt64).device(device));
   }
 
@@ -60,7 +73,7 @@ class graphed_microbatch {
     ready.block(side);
     {
       c10::cuda::CUDAStreamGuard guard(side);
-      for (int i = 0; i < 2; ++i) scaled_loss().backward();
+      for (int i = 0; i < 2; ++i) backward_seed(scaled_loss()).backward();
       side.synchronize();  // CPU-GPU sync point, once per capture
       zero_grads();
       // Thread-local capture mode: the profiler's worker threads may call CUDA while we capture.
@@ -68,7 +81,8 @@ class graphed_microbatch {
       static_loss_ = scaled_loss();
       forward_.capture_end();
       backward_.capture_begin(forward_.pool(), cudaStreamCaptureModeThreadLocal);
-      static_loss_.backward({}, /*retain_graph=*/true);  // the captured graph is replayed, never freed
+      // The captured graph is replayed, never freed.
+      backward_seed(static_loss_).backward({}, /*retain_graph=*/true);
       backward_.capture_end();
     }
     at::cuda::CUDAEvent done;
@@ -93,12 +107,17 @@ class graphed_microbatch {
     auto loss = model_.loss(static_ids_);
     return loss_scale_ == 1.0 ? loss : loss * loss_scale_;
   }
+  /// The tensor backward starts from: the loss times the dynamic scale, when there is one.
+  torch::Tensor backward_seed(const torch::Tensor& loss) const {
+    return dynamic_scale_.defined() ? loss * dynamic_scale_ : loss;
+  }
   void zero_grads() {
     for (auto& p : trainable_) p.mutable_grad().zero_();
   }
   Qwen3Impl& model_;
   std::vector<torch::Tensor> trainable_;
   double loss_scale_;
+  torch::Tensor dynamic_scale_;
   torch::Tensor static_ids_, static_loss_;
   at::cuda::CUDAGraph forward_, backward_;
   bool captured_ = false;

@@ -42,7 +42,7 @@ struct experiment_options {
   std::int64_t steps = 0;            // 0: 100 on a GPU, 40 on the CPU
   std::size_t warmup = 5;
   std::int64_t seq_len = 0;          // 0: 512 on a GPU, 128 on the CPU
-  std::string dtype;                 // "": bf16 on a GPU, fp32 on the CPU
+  std::string dtype;                 // "": bf16 on a GPU, fp32 on the CPU; fp16 adds dynamic loss scaling
   std::string device;                // "": cuda when available
   std::string preset;                // "": qwen3-1.7b on a GPU, tiny on the CPU
   std::string model_dir;             // a Hugging Face snapshot folder instead of a preset
@@ -52,6 +52,7 @@ struct experiment_options {
   bool hw_counters = true;           // GPU busy/SM activity on every step from hardware counters (PM sampling)
   bool checkpointing = true;         // the reference run used activation checkpointing
   bool cuda_graphs = false;          // replay each micro-batch's forward and backward from CUDA graphs
+  std::int64_t loss_chunk = 1024;    // target tokens per chunk of the loss (chunked_loss.hpp); 0: full logits
   int repeats = 1;
   std::uint64_t seed = 1234;
   double peak_tflops = 0;            // 0: the measured bf16 peak on H100/H200, else MFU not shown
@@ -159,7 +160,10 @@ int main(int argc, char** argv) {
   app.add_option("--steps", o.steps, "optimizer steps per schedule (default: 100 on a GPU, 40 on the CPU)")->check(CLI::NonNegativeNumber);
   app.add_option("--warmup", o.warmup, "leading steps excluded from statistics")->capture_default_str();
   app.add_option("--seq-len", o.seq_len, "tokens per example (default: 512 on a GPU, 128 on the CPU)")->check(CLI::NonNegativeNumber);
-  app.add_option("--dtype", o.dtype, "bf16 | fp32 (default: bf16 on a GPU, fp32 on the CPU)")->check(CLI::IsMember({"bf16", "fp32"}));
+  app.add_option("--dtype", o.dtype,
+                 "bf16 | fp16 | fp32 (default: bf16 on a GPU, fp32 on the CPU); fp16 trains with dynamic loss scaling "
+                 "and fp32 master weights of the adapters, on a GPU")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   app.add_option("--device", o.device, "cuda | cpu (default: cuda when available)")->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_option("--preset", o.preset, "model preset: qwen3-1.7b | qwen3-0.6b | tiny (default: qwen3-1.7b on a GPU, tiny on the CPU)");
   app.add_option("--model-dir", o.model_dir, "Hugging Face snapshot folder (config.json + safetensors) instead of a preset");
@@ -176,6 +180,10 @@ int main(int argc, char** argv) {
   app.add_flag("--checkpointing,!--no-checkpointing", o.checkpointing, "recompute each decoder layer in backward (default on)");
   app.add_flag("--cuda-graphs", o.cuda_graphs,
                "replay forward and backward from CUDA graphs captured per schedule (LibTorch 2.x with CUDA)");
+  app.add_option("--loss-chunk", o.loss_chunk,
+                 "compute the loss this many target tokens at a time, without the full [tokens, vocab] logits "
+                 "(0: the full logits)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--repeats", o.repeats, "run the schedule list this many times, interleaved (ABCABC...)")->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "seed for weights, adapters and synthetic data")->capture_default_str();
   app.add_option("--peak-tflops", o.peak_tflops, "dense peak of the GPU in the run's dtype, for MFU (default: 790 measured bf16 on H100/H200)");
@@ -192,7 +200,8 @@ int main(int argc, char** argv) {
     if (o.seq_len == 0) o.seq_len = cuda ? 512 : 128;
     if (o.dtype.empty()) o.dtype = cuda ? "bf16" : "fp32";
     if (o.preset.empty()) o.preset = cuda ? "qwen3-1.7b" : "tiny";
-    const auto dtype = o.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+    const auto dtype = o.dtype == "bf16" ? torch::kBFloat16 : o.dtype == "fp16" ? torch::kHalf : torch::kFloat32;
+    if (dtype == torch::kHalf && !cuda) throw std::runtime_error("--dtype fp16 needs a CUDA device (on the CPU use fp32)");
     const auto cfg = o.model_dir.empty() ? qwen3::preset(o.preset) : qwen3::load_config(o.model_dir);
     qwen3::check_run_fits(cfg, schedules, o.seq_len, dtype, device, o.checkpointing);  // before any allocation
     std::unique_ptr<qwen3::token_source> data;
@@ -221,6 +230,7 @@ int main(int argc, char** argv) {
     std::vector<qwen3::schedule_result> results(schedules.size());
     for (std::size_t si = 0; si < schedules.size(); ++si) results[si].name = schedules[si].name();
     std::vector<traceml::run_result> all_runs;
+    nlohmann::json training = nlohmann::json::object();  // per run: losses, and fp16's skipped steps
     for (int rep = 0; rep < o.repeats; ++rep) {
       for (std::size_t si = 0; si < schedules.size(); ++si) {
         const auto& sched = schedules[si];
@@ -228,14 +238,18 @@ int main(int argc, char** argv) {
         const std::string name = sched.name() + (o.repeats > 1 ? "#" + std::to_string(rep + 1) : "");
         try {
           torch::manual_seed(static_cast<std::uint64_t>(o.seed));
-          auto mopts = qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(o.checkpointing);
+          auto mopts = qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(o.checkpointing)
+                           .loss_chunk(o.loss_chunk);
           auto model = o.model_dir.empty() ? qwen3::Qwen3(cfg, mopts) : qwen3::from_pretrained(o.model_dir, mopts);
-          qwen3::adamw opt(qwen3::apply_lora(*model, qwen3::lora_options{}));
+          qwen3::adamw opt(qwen3::apply_lora(*model, qwen3::lora_options{}));  // fp32 masters for fp16 adapters
+          std::unique_ptr<qwen3::loss_scaler> scaler;
+          if (dtype == torch::kHalf) scaler = std::make_unique<qwen3::loss_scaler>(device);
           std::unique_ptr<qwen3::graphed_microbatch> graphs;
           if (o.cuda_graphs) {
             try {
               graphs = std::make_unique<qwen3::graphed_microbatch>(*model, opt.params(), sched.micro_batch, o.seq_len,
-                                                                   1.0 / static_cast<double>(sched.accumulation));
+                                                                   1.0 / static_cast<double>(sched.accumulation),
+                                                                   scaler ? scaler->scale() : torch::Tensor());
               graphs->capture(qwen3::microbatch(*data, sched, 0, 0));
             } catch (const std::exception& e) {
               if (is_out_of_memory(e)) throw;
@@ -264,6 +278,7 @@ int main(int argc, char** argv) {
                        {"seq_len", std::to_string(o.seq_len)},
                        {"checkpointing", o.checkpointing ? "on" : "off"},
                        {"cuda_graphs", graphs ? "on" : "off"},
+                       {"loss_chunk", std::to_string(o.loss_chunk)},
                        {"device", device_name},
                        {"repeat", std::to_string(rep + 1)}};
           traceml::profiler prof(po);
@@ -279,9 +294,19 @@ int main(int argc, char** argv) {
           // the CPU runs ahead and step times measure launch speed, not the step).
           t.sync_each_step = true;
           t.graphs = graphs.get();
+          t.scaler = scaler.get();
           const auto losses = qwen3::train(*model, opt, *data, t, callbacks);
           if (!losses.empty())
             std::printf("%s loss: step 1 %.4f, step %zu %.4f\n", name.c_str(), losses.front(), losses.size(), losses.back());
+          auto& trained = training[name];
+          trained["losses"] = losses;
+          if (scaler) {
+            std::printf("%s fp16 loss scaling: %lld of %lld steps skipped (inf/nan gradients), scale now %.0f\n",
+                        name.c_str(), static_cast<long long>(scaler->skipped_steps()),
+                        static_cast<long long>(scaler->steps()), scaler->scale_value());
+            trained["skipped_steps"] = scaler->skipped_step_indices();
+            trained["final_loss_scale"] = scaler->scale_value();
+          }
           auto result = prof.finish();
           std::fputs(traceml::format_table(result).c_str(), stdout);
           results[si].runs.push_back(result);
@@ -304,6 +329,7 @@ int main(int argc, char** argv) {
     // One JSON summary: the traceml runs (schema in docs/json-schema.md) plus the comparison.
     auto doc = nlohmann::json::parse(traceml::json_summary(all_runs));
     doc["comparison"] = qwen3::comparison_json(compared);
+    doc["training"] = training;
     traceml::write_html_report(o.out + "/accumulation_report.html", all_runs, "traceml: gradient accumulation, " +
                                (o.model_dir.empty() ? o.preset : o.model_dir) + ", " + o.dtype,
                                compared.compared.explanation);

@@ -12,7 +12,8 @@
 //   activations = M x seq x hidden x dtype bytes x (values kept per token and hidden unit):
 //                 17 per layer without checkpointing; with it, 1 per layer (each layer's input)
 //                 plus 17 for the one layer recomputed during backward
-//   logits      = M x seq x vocab x 4 bytes (the loss's fp32 log-probabilities)
+//   logits      = M x seq x vocab x 4 bytes (the loss's fp32 log-probabilities; with the chunked
+//                 loss, chunked_loss.hpp, only a chunk of them exists at once: then an overestimate)
 // 17 is the per-layer count of Korthikanti et al., "Reducing Activation Recomputation in Large
 // Transformer Models" (2022): 34 bytes per token and hidden unit at 2 bytes a value, attention
 // score matrices excluded (flash attention keeps none; the plain attention path of LibTorch 1.13

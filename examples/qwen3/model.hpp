@@ -24,6 +24,7 @@
 #include <torch/version.h>
 
 #include "checkpoint.hpp"
+#include "chunked_loss.hpp"
 #include "config.hpp"
 #include "lora.hpp"
 
@@ -61,6 +62,9 @@ struct model_options {
   /// With fused attention on LibTorch >= 2.5: let the kernel share key/value heads across query
   /// heads (enable_gqa) instead of materialising repeated copies. Off = copy (for comparisons).
   model_options& shared_kv_heads(bool on) { shared_kv_ = on; return *this; }
+  /// Compute the loss `n` target tokens at a time without the full [tokens, vocab] logits
+  /// (chunked_loss.hpp); 0 = the full-logits form.
+  model_options& loss_chunk(std::int64_t n) { loss_chunk_ = n; return *this; }
 
   torch::Dtype dtype_ = torch::kFloat32;
   torch::Device device_ = torch::kCPU;
@@ -68,6 +72,7 @@ struct model_options {
   bool fused_ = true;
   bool shared_kv_ = true;
   double init_std_ = 0.02;
+  std::int64_t loss_chunk_ = 0;
 
   torch::TensorOptions tensor_options() const { return torch::TensorOptions().dtype(dtype_).device(device_); }
 };
@@ -285,6 +290,7 @@ class Qwen3Impl : public torch::nn::Module {
   const model_options& options() const { return opts_; }
   void set_gradient_checkpointing(bool on) { opts_.checkpointing_ = on; }
   bool gradient_checkpointing() const { return opts_.checkpointing_; }
+  void set_loss_chunk(std::int64_t n) { opts_.loss_chunk_ = n; }
 
   /// The output head: the embedding matrix when tied (counted once), else its own weight.
   const torch::Tensor& head_weight() const { return cfg_.tie_word_embeddings ? embed_tokens : lm_head; }
@@ -317,15 +323,17 @@ class Qwen3Impl : public torch::nn::Module {
   /// Only the seq-1 positions that have a target go through the head (skipping the last one also
   /// avoids slicing the large logits tensor). The loss is computed on fp32 log-probabilities, as
   /// transformers does (it upcasts logits before cross-entropy): with bf16 log-probs the loss and its
-  /// gradient would carry ~3 significant digits. log_softmax(..., kFloat) reads the bf16 logits and
-  /// writes fp32 in one kernel on CUDA, so no fp32 copy of the [tokens, vocab] logits is made.
+  /// gradient would carry ~3 significant digits. (log_softmax(..., kFloat) reads fp16 logits and
+  /// writes fp32 in one kernel on CUDA; bf16 logits LibTorch first copies to fp32.) With
+  /// model_options::loss_chunk the same loss is computed a chunk of tokens at a time
+  /// (chunked_loss.hpp): no [tokens, vocab] tensor at all, the head's gradient computed in forward.
   torch::Tensor loss(const torch::Tensor& ids) {
     const auto s = ids.size(1);
     TORCH_CHECK(s >= 2, "qwen3: loss needs sequences of at least 2 tokens");
     auto h = hidden_states(ids).narrow(1, 0, s - 1).reshape({-1, cfg_.hidden_size});
-    auto logits = torch::mm(h, head_weight().t());  // [tokens, vocab]
     auto targets = ids.narrow(1, 1, s - 1).reshape({-1});
-    return torch::nll_loss(torch::log_softmax(logits, -1, torch::kFloat32), targets);
+    if (opts_.loss_chunk_ > 0) return chunked_linear_cross_entropy(h, head_weight(), targets, opts_.loss_chunk_);
+    return linear_cross_entropy(h, head_weight(), targets);
   }
 
   /// Rotary tables for `seq` positions, cached (rebuilt when the length, dtype or device changes).

@@ -11,10 +11,12 @@
 //   auto losses = qwen3::train(*model, opt, data, t, callbacks);
 #pragma once
 #include "checkpoint.hpp"
+#include "chunked_loss.hpp"
 #include "config.hpp"
 #include "cuda_graph.hpp"
 #include "data.hpp"
 #include "lora.hpp"
+#include "loss_scaler.hpp"
 #include "memory_estimate.hpp"
 #include "model.hpp"
 #include "optimizer.hpp"

@@ -3,7 +3,7 @@
 //
 //   qwen3_step_timing [--preset qwen3-1.7b] [--schedules 4x1,1x4] [--steps 10] [--warmup 3]
 //                     [--seq-len 512] [--dtype bfloat16|float32] [--checkpointing] [--device cuda]
-//                     [--expand-kv] [--fp32-adapters]            (--help says what each one does)
+//                     [--expand-kv] [--fp32-adapters] [--loss-chunk N]   (--help says what each one does)
 //
 // Each schedule gets a fresh model (same seed), `warmup` untimed steps, then `steps` timed ones;
 // every timed step ends with a loss read, a CPU-GPU sync point, so its wall time includes all of its
@@ -58,7 +58,7 @@ const CLI::Validator torch_device(
 
 int main(int argc, char** argv) {
   std::string preset = "qwen3-1.7b", schedules = "4x1,1x4", device_name = torch::cuda::is_available() ? "cuda" : "cpu";
-  std::int64_t steps = 10, warmup = 3, seq = 512;
+  std::int64_t steps = 10, warmup = 3, seq = 512, loss_chunk = 0;
   std::string dtype_name = "bfloat16";
   bool checkpointing = false, expand_kv = false, fp32_adapters = false;
   CLI::App app{"Bare median step time of the Qwen3 LoRA trainer per schedule, without the profiler "
@@ -74,19 +74,22 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_name, "cpu | cuda | cuda:N (default: cuda when available)")->check(torch_device);
   app.add_flag("--expand-kv", expand_kv, "copy key/value heads for attention instead of sharing them (enable_gqa)");
   app.add_flag("--fp32-adapters", fp32_adapters, "LoRA adapters in float32 (peft's default adapter dtype)");
+  app.add_option("--loss-chunk", loss_chunk, "loss computed this many target tokens at a time (0: full logits)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   const torch::Dtype dtype = dtype_name == "float32" ? torch::kFloat32 : torch::kBFloat16;
   try {
     const auto cfg = qwen3::preset(preset);
     const torch::Device device(device_name);
     qwen3::synthetic_tokens data(cfg.vocab_size, seq, 1234);
-    std::printf("%s, seq %lld, %s, checkpointing %s, %s%s%s\n", preset.c_str(), static_cast<long long>(seq),
-                dtype == torch::kBFloat16 ? "bf16" : "fp32", checkpointing ? "on" : "off", device_name.c_str(),
-                expand_kv ? ", key/value heads expanded" : "", fp32_adapters ? ", fp32 adapters" : "");
+    std::printf("%s, seq %lld, %s, checkpointing %s, %s%s%s, loss chunk %lld\n", preset.c_str(),
+                static_cast<long long>(seq), dtype == torch::kBFloat16 ? "bf16" : "fp32", checkpointing ? "on" : "off",
+                device_name.c_str(), expand_kv ? ", key/value heads expanded" : "", fp32_adapters ? ", fp32 adapters" : "",
+                static_cast<long long>(loss_chunk));
     for (const auto& s : qwen3::parse_schedules(schedules)) {
       torch::manual_seed(1234);
       qwen3::Qwen3 model(cfg, qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(checkpointing)
-                                  .shared_kv_heads(!expand_kv));
+                                  .shared_kv_heads(!expand_kv).loss_chunk(loss_chunk));
       qwen3::lora_options lo;
       if (fp32_adapters) lo.dtype = torch::kFloat32;
       qwen3::adamw opt(qwen3::apply_lora(*model, lo));

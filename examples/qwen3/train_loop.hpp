@@ -13,7 +13,9 @@
 //
 // Synchronisation: the loop itself never waits for the GPU. Per-step losses stay on the device and
 // are read once after the last step (one sync), unless train_options::sync_each_step asks for a sync
-// at every step end (then the step's wall time includes all of its GPU work).
+// at every step end (then the step's wall time includes all of its GPU work). With a loss scaler
+// (fp16) the optimizer phase has one sync point of its own: the inf/nan check that decides whether
+// the step is skipped (loss_scaler.hpp).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -24,6 +26,7 @@
 
 #include "cuda_graph.hpp"
 #include "data.hpp"
+#include "loss_scaler.hpp"
 #include "model.hpp"
 #include "optimizer.hpp"
 #include "schedule.hpp"
@@ -38,6 +41,10 @@ struct train_options {
   /// Forward and backward replayed from CUDA graphs (captured beforehand, cuda_graph.hpp); null =
   /// eager. Gradients are then zeroed in place rather than dropped.
   graphed_microbatch* graphs = nullptr;
+  /// Dynamic loss scaling (fp16): each micro-batch's loss is multiplied by the scale before backward
+  /// (a graphed backward reads it from the scaler's tensor, given at construction), the optimizer
+  /// unscales and skips a step with inf/nan gradients, and the scale is updated. Null = none.
+  loss_scaler* scaler = nullptr;
 };
 
 /// The micro-batches of one optimizer step: A times (dataloader, forward with the loss divided by A,
@@ -45,7 +52,7 @@ struct train_options {
 /// its M*A examples) as a device scalar; no CPU-GPU sync.
 inline torch::Tensor accumulate_step(Qwen3Impl& model, const token_source& data, const schedule& s,
                                      std::int64_t global_step, traceml::callback_list& callbacks,
-                                     graphed_microbatch* graphs = nullptr) {
+                                     graphed_microbatch* graphs = nullptr, const loss_scaler* scaler = nullptr) {
   using traceml::phase_kind;
   const auto device = model.embed_tokens.device();
   const double inv_accum = 1.0 / static_cast<double>(s.accumulation);
@@ -72,6 +79,7 @@ inline torch::Tensor accumulate_step(Qwen3Impl& model, const token_source& data,
 
     callbacks.on_phase_begin(phase_kind::backward);
     if (graphs) graphs->backward();
+    else if (scaler) (loss * scaler->scale()).backward();
     else loss.backward();
     callbacks.on_phase_end(phase_kind::backward);
 
@@ -87,7 +95,8 @@ inline torch::Tensor accumulate_step(Qwen3Impl& model, const token_source& data,
 
 /// Runs `t.steps` optimizer steps of schedule `t.sched` and returns each step's loss (the mean over
 /// its M*A examples). Calls on_train_begin/end, on_step_begin/end, on_microbatch_begin/end and
-/// on_phase_begin/end for dataloader, forward, backward and optimizer.
+/// on_phase_begin/end for dataloader, forward, backward and optimizer. With t.scaler, a step whose
+/// gradients hold an inf or a nan makes no update; its loss is still returned (scaler counts them).
 inline std::vector<double> train(Qwen3Impl& model, adamw& opt, const token_source& data, const train_options& t,
                                  traceml::callback_list& callbacks) {
   using traceml::phase_kind;
@@ -102,10 +111,11 @@ inline std::vector<double> train(Qwen3Impl& model, adamw& opt, const token_sourc
   callbacks.on_train_begin();
   for (std::int64_t step = 0; step < t.steps; ++step) {
     callbacks.on_step_begin();
-    auto step_loss = accumulate_step(model, data, t.sched, t.first_step + step, callbacks, t.graphs);
+    auto step_loss = accumulate_step(model, data, t.sched, t.first_step + step, callbacks, t.graphs, t.scaler);
 
     callbacks.on_phase_begin(phase_kind::optimizer);
-    opt.step();
+    const bool updated = opt.step(t.scaler);  // with a scaler: unscale and inf/nan check, a sync point
+    if (t.scaler) t.scaler->update(/*found_inf=*/!updated);
     opt.zero_grad(!keep_grads);
     callbacks.on_phase_end(phase_kind::optimizer);
 
