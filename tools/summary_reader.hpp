@@ -379,8 +379,9 @@ inline saved_summary parse_summary(const std::string& text) {
   detail::json doc;
   try {
     doc = detail::json::parse(text);
-  } catch (const detail::json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." without the tag.
+  } catch (const detail::json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." without the tag; also
+    // out_of_range ("number overflow parsing '2e808'"), which a number beyond a double throws.
     std::string what = e.what();
     const auto tag_end = what.find("] ");
     throw summary_error(tag_end == std::string::npos ? what : what.substr(tag_end + 2));

@@ -280,6 +280,18 @@ inline config config_from_json(const nlohmann::json& j, const std::string& origi
   }
 }
 
+/// Reads the text of a config.json; `file` names it in errors. Invalid JSON or content is
+/// std::invalid_argument.
+inline config parse_config(const std::string& text, const std::string& file) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(file + ": not valid JSON (" + e.what() + ")");
+  }
+  return config_from_json(j, file);
+}
+
 /// Reads `path`, or `path`/config.json when path is a folder. A missing or unreadable file is
 /// std::runtime_error; invalid JSON or content, std::invalid_argument.
 inline config load_config(const std::string& path) {
@@ -290,13 +302,9 @@ inline config load_config(const std::string& path) {
     throw std::runtime_error(file + ": " + probe.problem);
   std::ifstream in(file);
   if (!in) throw std::runtime_error("cannot open " + file);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(file + ": not valid JSON (" + e.what() + ")");
-  }
-  return config_from_json(j, file);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), file);
 }
 
 /// The config as a Hugging Face config.json object (used to write test snapshots).

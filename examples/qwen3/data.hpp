@@ -9,12 +9,9 @@
 // of it examples [s*M*A + k*M, s*M*A + (k+1)*M). The effective batch M*A is the same for all compared
 // schedules, so example i reaches the optimizer in the same step whichever schedule runs.
 //
-// Token file format: a flat sequence of little-endian uint32 token ids, no header. It is cut into
-// consecutive examples of exactly seq_len tokens (a trailing remainder shorter than seq_len is not
-// used); example i is chunk i modulo the number of chunks. Every id must be < vocab_size: the file is
-// checked once when opened, and the first offending id is reported with its position. A missing,
-// unreadable or empty path, a directory, or a size that is not a multiple of 4 is one error line
-// naming the path.
+// Token file format: token_ids.hpp (little-endian uint32 ids, no header). It is cut into consecutive
+// examples of exactly seq_len tokens (a trailing remainder shorter than seq_len is not used); example
+// i is chunk i modulo the number of chunks.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -26,8 +23,8 @@
 
 #include <torch/torch.h>
 
-#include "input_file.hpp"
 #include "schedule.hpp"
+#include "token_ids.hpp"
 
 namespace qwen3 {
 
@@ -98,45 +95,14 @@ class pattern_tokens : public token_source {
   std::int64_t vocab_, seq_, period_;
 };
 
-/// Token ids from a file of little-endian uint32 (see the file comment). The whole file is read and
-/// validated when opened.
+/// Token ids from a file of little-endian uint32 (token_ids.hpp). The whole file is read and validated
+/// when opened.
 class token_file : public token_source {
  public:
   token_file(const std::string& path, std::int64_t vocab_size, std::int64_t seq_len)
       : vocab_(vocab_size), seq_(seq_len) {
-    if (seq_len <= 0) throw std::invalid_argument("token_file: seq_len must be positive");
-    // Each failure is one line naming the path; the size comes from stat(), not from a seek, which
-    // on a directory "succeeds" with 2^63 - 1 bytes.
-    const auto probe = probe_input_file(path);
-    if (!probe.problem.empty())
-      throw std::runtime_error(path + ": " + probe.problem + " (expected a token file: little-endian uint32 ids)");
-    const std::uint64_t bytes = probe.size;
-    if (bytes == 0) throw std::runtime_error(path + ": token file is empty (0 bytes, no token ids)");
-    if (bytes % 4 != 0)
-      throw std::runtime_error(path + ": " + std::to_string(bytes) +
-                               " bytes is not a whole number of uint32 token ids (truncated or not a token file?)");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(path + ": cannot open token file");
-    const auto n = bytes / 4;
-    if (n < static_cast<std::uint64_t>(seq_len))
-      throw std::runtime_error(path + ": " + std::to_string(n) + " tokens, fewer than one example of " +
-                               std::to_string(seq_len));
-    std::vector<unsigned char> raw(bytes);
-    in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(bytes));
-    if (!in) throw std::runtime_error(path + ": read failed");
-    ids_.resize(n);
-    for (std::uint64_t i = 0; i < n; ++i) {
-      const unsigned char* b = raw.data() + 4 * i;
-      const std::uint32_t v = std::uint32_t(b[0]) | std::uint32_t(b[1]) << 8 | std::uint32_t(b[2]) << 16 |
-                              std::uint32_t(b[3]) << 24;
-      if (static_cast<std::int64_t>(v) >= vocab_size)
-        throw std::runtime_error(path + ": token " + std::to_string(i) + " (byte offset " + std::to_string(4 * i) +
-                                 ", example " + std::to_string(i / seq_len) + " position " +
-                                 std::to_string(i % seq_len) + ") is " + std::to_string(v) +
-                                 ", outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
-      ids_[i] = v;
-    }
-    chunks_ = static_cast<std::int64_t>(n / static_cast<std::uint64_t>(seq_len));
+    ids_ = read_token_ids(path, vocab_size, seq_len);
+    chunks_ = static_cast<std::int64_t>(ids_.size() / static_cast<std::uint64_t>(seq_len));
   }
 
   std::int64_t seq_len() const override { return seq_; }

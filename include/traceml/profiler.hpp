@@ -214,6 +214,9 @@ class profiler : public recording_callback, private recorder_observer {
     recording_callback::on_train_end();
     finish();
   }
+  /// The trainer-callback hook, kept callable on a profiler: the observer's on_step_end(span_record)
+  /// below would hide it (clang's -Woverloaded-virtual).
+  using recording_callback::on_step_end;
 
  private:
   // recorder_observer: runs on the thread that closed the step.

@@ -2,13 +2,13 @@
 # geometry (test_html.cpp), and, where Debian's chromium is installed, a headless-browser rendering.
 
 add_executable(traceml_html_tests test_html.cpp)
-target_link_libraries(traceml_html_tests PRIVATE traceml::traceml traceml_catch_main)
+target_link_libraries(traceml_html_tests PRIVATE traceml_core traceml_catch_main)
 target_compile_options(traceml_html_tests PRIVATE ${TRACEML_TEST_WARNINGS})
 catch_discover_tests(traceml_html_tests TEST_PREFIX "html: ")
 
 # Writes the sample experiment's report (three schedules with GPU facts) to the path it is given.
 add_executable(traceml_html_sample html_sample.cpp)
-target_link_libraries(traceml_html_sample PRIVATE traceml::traceml)
+target_link_libraries(traceml_html_sample PRIVATE traceml_core)
 target_compile_options(traceml_html_sample PRIVATE ${TRACEML_TEST_WARNINGS})
 
 find_program(TRACEML_CHROMIUM chromium)

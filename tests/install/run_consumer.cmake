@@ -1,7 +1,7 @@
 # Installs traceml, or builds and runs tests/install/consumer against it, as a user would. Run with
 # cmake -P:
 #   -DTRACEML_SOURCE_DIR=<traceml source> -DWORK_DIR=<scratch folder> -DMODE=install|package|subdirectory
-#   [-DPREFIX=<install prefix>] [-DPART=core|nvtx|cupti|torch|readme] [-DEXPECT_OUTPUT=<regex>]
+#   [-DPREFIX=<install prefix>] [-DPART=core|nvtx|cupti|readme] [-DEXPECT_OUTPUT=<regex>]
 #   [-DEXPECT_CONFIGURE_ERROR=<text>] [-DCONSUMER_ARGS=<-D...>|<-D...>] [-DGENERATOR=<generator>]
 #   [-DCXX_COMPILER=<compiler>]
 # install:      configure a fresh, minimal traceml build (no tests, examples, benchmarks, nor optional

@@ -54,6 +54,14 @@ TEST_CASE("safetensors round trip keeps dtype, shape, values and metadata", "[qw
   CHECK_THROWS_WITH(r.load("nope"), Catch::Contains("no tensor named 'nope'"));
 }
 
+TEST_CASE("the header's element sizes are LibTorch's for every dtype", "[qwen3][safetensors]") {
+  // safetensors_header.hpp sizes elements without LibTorch; the reader maps the same names to dtypes.
+  for (const char* name : {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL"}) {
+    INFO(name);
+    CHECK(st::dtype_size(name, "t") == c10::elementSize(st::to_torch_dtype(name, "t")));
+  }
+}
+
 TEST_CASE("corrupt safetensors files are rejected with a reason", "[qwen3][safetensors]") {
   temp_dir dir("st-bad");
   const auto path = dir.file("bad.safetensors");

@@ -205,6 +205,9 @@ TEST_CASE("a file that is not a traceml summary is one error naming the problem"
     CHECK(message_of(good.substr(0, good.find("forward") + 3)).find("missing closing quote") != std::string::npos);
     CHECK(message_of("").find("unexpected end of input") != std::string::npos);
   }
+  SECTION("a number beyond a double: said, not thrown past the reader (found by fuzzing)") {
+    CHECK(message_of("{\"schema\": \"traceml.summary/3\", \"runs\": [1e999]}") == "number overflow parsing '1e999'");
+  }
   SECTION("a missing or mistyped field: where it is") {
     CHECK(message_of(edited(good, "\"median\":", "\"medians\":")) == "runs[0].summary.step_ms: missing \"median\"");
     CHECK(message_of(edited(good, "\"warmup_steps\":2", "\"warmup_steps\":\"2\"")) ==
