@@ -147,7 +147,8 @@ variants_side_by_side() {
 if want chunked_loss; then
   # The loss over the full [tokens, vocab] logits against chunks of 1024 target tokens
   # (examples/qwen3/chunked_loss.hpp): step time, MFU, peak memory, losses.
-  variants_side_by_side chunked_loss 120 "full:--loss-chunk 0" "chunk1024:--loss-chunk 1024" "chunk256:--loss-chunk 256"
+  chunks=(); for c in ${LOSS_CHUNKS:-1024 256}; do chunks+=("chunk$c:--loss-chunk $c"); done
+  variants_side_by_side chunked_loss 120 "full:--loss-chunk 0" "${chunks[@]}"
 fi
 
 if want fp16; then
