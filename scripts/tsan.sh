@@ -44,6 +44,6 @@ cmake --build "${build}" -j "${jobs}" --target "${have[@]}"
 # Repeating the suite gives the scheduler more interleavings to show.
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 history_size=4 ${TSAN_OPTIONS:-}"
 repeat="${TRACEML_TSAN_REPEAT:-3}"
-ctest --test-dir "${build}" --output-on-failure -j "${jobs}" -R "^(${prefixes}): " \
+ctest --test-dir "${build}" --output-on-failure -j "${jobs}" -R "^(${prefixes}):" \
   --repeat "until-fail:${repeat}"
 echo "tsan: no data race reported (${repeat} runs of the threaded test programs)"

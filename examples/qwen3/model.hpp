@@ -106,7 +106,7 @@ class RMSNormImpl : public torch::nn::Module {
 
  private:
   double eps_;
-  bool fused_;
+  [[maybe_unused]] bool fused_;  // read only where LibTorch has the fused kernel (QWEN3_HAVE_RMS_NORM)
 };
 TORCH_MODULE(RMSNorm);
 
@@ -207,7 +207,9 @@ class AttentionImpl : public torch::nn::Module {
   }
 
   std::int64_t heads_, kv_heads_, head_dim_;
-  bool fused_, shared_kv_;
+  // Read only where LibTorch has scaled_dot_product_attention (QWEN3_HAVE_SDPA, _GQA).
+  [[maybe_unused]] bool fused_;
+  [[maybe_unused]] bool shared_kv_;
 };
 TORCH_MODULE(Attention);
 
