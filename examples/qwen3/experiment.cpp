@@ -272,6 +272,7 @@ int main(int argc, char** argv) {
             }
           }
           synchronize(device);  // model construction must not be billed to the first step
+          if (traceml::pending_stop_signal()) break;  // a signal while the model was built: train nothing more
 
           traceml::profiler_options po;
           po.run_name = name;

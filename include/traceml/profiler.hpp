@@ -82,7 +82,8 @@ struct profiler_options {
   /// interrupted: a second signal ends the process at once, by the default action, and then only
   /// the JSONL (flushed every step) has the finished steps. Off by default, since signal handlers
   /// belong to the program; where it is off, or the program ignores the signal, nothing changes.
-  /// The handlers exist from the profiler's construction to the end of finish() (stop_signal.hpp).
+  /// The handlers exist from the profiler's construction to the end of finish() (stop_signal.hpp);
+  /// compiled out (TRACEML_DISABLE), no handler is installed.
   bool finish_on_signal = false;
   /// With finish_on_signal: called once the outputs are written, before the process ends, with the
   /// finished run and the signal number, on the thread that ended the step (write outputs of your

@@ -86,6 +86,9 @@ child_result run_trainer(const fs::path& dir, const std::string& mode) {
   std::stringstream s;
   s << in.rdbuf();
   r.output = s.str();
+  // Under a sanitizer a child that ends by a signal keeps its status: its report is looked for here.
+  CHECK(r.output.find("Sanitizer") == std::string::npos);
+  CHECK(r.output.find("runtime error") == std::string::npos);
   return r;
 }
 
