@@ -20,6 +20,7 @@ struct schedule_result {
   std::vector<traceml::run_result> runs;
   std::string error;                     ///< empty when it ran; "OOM: ..." when it ran out of memory
   bool failed() const { return !error.empty(); }
+  bool out_of_memory() const { return error.rfind("OOM", 0) == 0; }  ///< a result, not a failure of the run
 };
 
 /// The experiment's comparison: traceml's over the schedules that ran, plus MFU and the failures.
@@ -59,7 +60,7 @@ inline std::string format_schedules(const schedule_comparison& c) {
   for (const auto& m : c.mfu) mfu.cells.push_back(m ? traceml::detail::fixed_text(*m * 100, 1) : "-");
   std::string out = traceml::format_comparison_table(c.compared.runs, {mfu});
   for (const auto& f : c.failed)
-    out += "schedule " + f.name + ": " + (f.error.rfind("OOM", 0) == 0 ? "out of GPU memory (OOM)" : "failed") + ": " +
+    out += "schedule " + f.name + ": " + (f.out_of_memory() ? "out of GPU memory (OOM)" : "failed") + ": " +
            f.error + "\n";
   return out;
 }

@@ -9,12 +9,16 @@
 //
 // Each schedule starts from the same weights (same seed, or the same snapshot) and the same adapter
 // initialisation, so only the schedule differs.
+//
+// Exit status: 0 when it did what was asked (a schedule out of GPU memory is a result, shown in the
+// table); 1 when it could not (an input refused, a schedule failed for another reason, an output
+// not written: each said on stderr); 2 when the command line is refused; after SIGINT or SIGTERM,
+// the signal's (130, 143), once the outputs of every finished step are written.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -23,7 +27,9 @@
 
 #include <traceml/traceml.hpp>
 
+#include "cli_checks.hpp"
 #include "comparison.hpp"
+#include "experiment_report.hpp"
 #include "qwen3.hpp"
 
 #if QWEN3_WITH_GPU_SOURCES
@@ -156,10 +162,14 @@ int main(int argc, char** argv) {
   experiment_options o;
   CLI::App app{"The gradient-accumulation experiment: same effective batch, different micro-batch x accumulation, "
                "profiled phase by phase and kernel by kernel with traceml."};
-  app.add_option("--schedules", o.schedules, "comma-separated MxA schedules sharing one effective batch")->capture_default_str();
-  app.add_option("--steps", o.steps, "optimizer steps per schedule (default: 100 on a GPU, 40 on the CPU)")->check(CLI::NonNegativeNumber);
-  app.add_option("--warmup", o.warmup, "leading steps excluded from statistics")->capture_default_str();
-  app.add_option("--seq-len", o.seq_len, "tokens per example (default: 512 on a GPU, 128 on the CPU)")->check(CLI::NonNegativeNumber);
+  app.add_option("--schedules", o.schedules, "comma-separated MxA schedules sharing one effective batch")
+      ->check(qwen3::schedule_list())->capture_default_str();
+  app.add_option("--steps", o.steps, "optimizer steps per schedule (default: 100 on a GPU, 40 on the CPU)")
+      ->check(qwen3::whole_number(1, 1000000000));
+  app.add_option("--warmup", o.warmup, "leading steps excluded from statistics")
+      ->check(qwen3::whole_number(0, 1000000000))->capture_default_str();
+  app.add_option("--seq-len", o.seq_len, "tokens per example (default: 512 on a GPU, 128 on the CPU)")
+      ->check(qwen3::whole_number(2, 2147483647));
   app.add_option("--dtype", o.dtype,
                  "bf16 | fp16 | fp32 (default: bf16 on a GPU, fp32 on the CPU); fp16 trains with dynamic loss scaling "
                  "and fp32 master weights of the adapters, on a GPU")
@@ -173,7 +183,7 @@ int main(int argc, char** argv) {
   app.add_option("--record-budget", o.record_budget,
                  "percent of step time CUPTI's kernel records may cost: steps are recorded as the budget allows "
                  "(0: record every step, at CUPTI's full cost)")
-      ->check(CLI::Range(0.0, 100.0))->capture_default_str();
+      ->check(qwen3::number_in(0, 100, "a percentage from 0 to 100"))->capture_default_str();
   app.add_flag("--hw-counters,!--no-hw-counters", o.hw_counters,
                "GPU busy and SM activity of every phase on every step from hardware counters (CUPTI PM sampling; "
                "default on, off when the GPU or its driver does not allow it)");
@@ -183,15 +193,25 @@ int main(int argc, char** argv) {
   app.add_option("--loss-chunk", o.loss_chunk,
                  "compute the loss this many target tokens at a time, without the full [tokens, vocab] logits "
                  "(0: the full logits)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--repeats", o.repeats, "run the schedule list this many times, interleaved (ABCABC...)")->check(CLI::PositiveNumber);
-  app.add_option("--seed", o.seed, "seed for weights, adapters and synthetic data")->capture_default_str();
-  app.add_option("--peak-tflops", o.peak_tflops, "dense peak of the GPU in the run's dtype, for MFU (default: 790 measured bf16 on H100/H200)");
-  app.add_option("--out", o.out, "output folder: accumulation_summary.json, accumulation_report.html, accumulation_steps_<schedule>.jsonl, trace_<schedule>.json")->capture_default_str();
+      ->check(qwen3::whole_number(0, 1000000000))->capture_default_str();
+  app.add_option("--repeats", o.repeats, "run the schedule list this many times, interleaved (ABCABC...)")
+      ->check(qwen3::whole_number(1, 1000));
+  app.add_option("--seed", o.seed, "seed for weights, adapters and synthetic data")
+      ->check(qwen3::whole_number(0, UINT64_MAX))->capture_default_str();
+  app.add_option("--peak-tflops", o.peak_tflops, "dense peak of the GPU in the run's dtype, for MFU (default: 790 measured bf16 on H100/H200)")
+      ->check(qwen3::number_in(0, 1e6, "a number of TFLOP/s above 0, at most 1000000", /*above_lo=*/true));
+  app.add_option("--out", o.out, "output folder, created with its parents: accumulation_summary.json, accumulation_report.html, "
+                 "accumulation_steps_<schedule>.jsonl (with --repeats: _repeat<k> per repeat), trace_<schedule>.json")
+      ->capture_default_str();
   app.add_flag("!--no-traces", o.traces, "skip the Chrome traces");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help is 0; every refused command line is 2
+  }
 
   try {
+    qwen3::create_output_folder(o.out);
     const auto schedules = qwen3::parse_schedules(o.schedules);
     const bool cuda = o.device.empty() ? torch::cuda::is_available() : o.device == "cuda";
     if (cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
@@ -230,9 +250,16 @@ int main(int argc, char** argv) {
     std::vector<qwen3::schedule_result> results(schedules.size());
     for (std::size_t si = 0; si < schedules.size(); ++si) results[si].name = schedules[si].name();
     std::vector<traceml::run_result> all_runs;
+    std::vector<std::string> failed_outputs;
     nlohmann::json training = nlohmann::json::object();  // per run: losses, and fp16's skipped steps
-    for (int rep = 0; rep < o.repeats; ++rep) {
-      for (std::size_t si = 0; si < schedules.size(); ++si) {
+    const qwen3::experiment_report report{o.out, "traceml: gradient accumulation, " + (o.model_dir.empty() ? o.preset : o.model_dir) + ", " + o.dtype,
+                                          step_flops, peak};
+    // SIGINT/SIGTERM: a running schedule stops at its step end and its profiler writes what it has,
+    // then the report of every finished step is written (on_signal_finish below) and the process
+    // ends by the signal. Between schedules the guard holds the signal until the loop looks.
+    traceml::stop_signal_guard stop_guard;
+    for (int rep = 0; rep < o.repeats && !traceml::pending_stop_signal(); ++rep) {
+      for (std::size_t si = 0; si < schedules.size() && !traceml::pending_stop_signal(); ++si) {
         const auto& sched = schedules[si];
         if (results[si].failed()) continue;  // an OOM schedule stays OOM
         const std::string name = sched.name() + (o.repeats > 1 ? "#" + std::to_string(rep + 1) : "");
@@ -259,6 +286,7 @@ int main(int argc, char** argv) {
             }
           }
           synchronize(device);  // model construction must not be billed to the first step
+          if (traceml::pending_stop_signal()) break;  // a signal while the model was built: train nothing more
 
           traceml::profiler_options po;
           po.run_name = name;
@@ -268,8 +296,14 @@ int main(int argc, char** argv) {
           po.print_table = false;
           po.live = traceml::stderr_is_terminal();  // the live view replaces the progress line there
           po.expected_steps = static_cast<std::size_t>(o.steps);
-          po.jsonl_path = o.out + "/accumulation_steps_" + sched.name() + ".jsonl";
-          if (o.traces && rep == 0) po.trace_path = o.out + "/trace_" + sched.name() + ".json";
+          po.jsonl_path = o.out + "/" + qwen3::files::steps(sched.name(), rep, o.repeats);
+          if (o.traces && rep == 0) po.trace_path = o.out + "/" + qwen3::files::trace(sched.name());
+          po.finish_on_signal = true;
+          po.on_signal_finish = [&, si](const traceml::run_result& stopped, int) {
+            results[si].runs.push_back(stopped);
+            all_runs.push_back(stopped);
+            qwen3::write_experiment_report(report, results, all_runs, training);
+          };
           po.config = {{"schedule", sched.name()},
                        {"micro_batch", std::to_string(sched.micro_batch)},
                        {"accumulation", std::to_string(sched.accumulation)},
@@ -308,6 +342,7 @@ int main(int argc, char** argv) {
             trained["final_loss_scale"] = scaler->scale_value();
           }
           auto result = prof.finish();
+          failed_outputs.insert(failed_outputs.end(), prof.failed_outputs().begin(), prof.failed_outputs().end());
           std::fputs(traceml::format_table(result).c_str(), stdout);
           results[si].runs.push_back(result);
           all_runs.push_back(std::move(result));
@@ -321,24 +356,16 @@ int main(int argc, char** argv) {
       }
     }
 
-    const auto compared = qwen3::compare_schedules(results, step_flops, peak);
-    std::printf("\n%s", qwen3::format_schedules(compared).c_str());
-    std::printf("\n%s", compared.compared.explanation.c_str());
-    if (peak > 0) std::printf("MFU: %.1f TFLOP per step at a %.0f TFLOP/s peak\n", step_flops / 1e12, peak / 1e12);
-
-    // One JSON summary: the traceml runs (schema in docs/json-schema.md) plus the comparison.
-    auto doc = nlohmann::json::parse(traceml::json_summary(all_runs));
-    doc["comparison"] = qwen3::comparison_json(compared);
-    doc["training"] = training;
-    traceml::write_html_report(o.out + "/accumulation_report.html", all_runs, "traceml: gradient accumulation, " +
-                               (o.model_dir.empty() ? o.preset : o.model_dir) + ", " + o.dtype,
-                               compared.compared.explanation);
-    const std::string path = o.out + "/accumulation_summary.json";
-    std::ofstream f(path);
-    f << doc.dump(1) << "\n";
-    if (!f) std::fprintf(stderr, "traceml: cannot write %s\n", path.c_str());
-    else std::printf("wrote %s\n", path.c_str());
-    return 0;
+    const auto report_failed = qwen3::write_experiment_report(report, results, all_runs, training);
+    failed_outputs.insert(failed_outputs.end(), report_failed.begin(), report_failed.end());
+    if (const int sig = traceml::pending_stop_signal()) {  // came between schedules, or while writing
+      std::fprintf(stderr, "qwen3_accumulation: %s: stopped; the outputs of the finished steps are written\n",
+                   traceml::stop_signal_name(sig));
+      traceml::end_by_signal(sig);
+    }
+    const auto problems = qwen3::experiment_problems(results, failed_outputs);
+    for (const auto& p : problems) std::fprintf(stderr, "qwen3_accumulation: %s\n", p.c_str());
+    return problems.empty() ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "qwen3_accumulation: %s\n", e.what());
     return 1;

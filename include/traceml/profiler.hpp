@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,7 @@
 #include "traceml/recording_window.hpp"
 #include "traceml/sinks/report_table.hpp"
 #include "traceml/run_accumulator.hpp"
+#include "traceml/stop_signal.hpp"
 #include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -70,6 +72,23 @@ struct profiler_options {
   ///   opts.on_trace_ready = [](const traceml::recording_window& w) {
   ///     w.write_chrome_trace("trace_" + std::to_string(w.cycle) + ".json"); };
   std::function<void(const recording_window&)> on_trace_ready;
+  /// SIGINT or SIGTERM (Ctrl-C, kill, a batch scheduler's notice) no longer ends the process in the
+  /// middle of a step, losing the summary, trace and report of every finished step. Instead the
+  /// step running when the signal came goes on to its end; there, on the thread that ends the step,
+  /// finish() writes every output of the finished steps (the summary's config gains "stopped_by":
+  /// "SIGINT" or "SIGTERM"), on_signal_finish runs, and the process ends by the same signal (a
+  /// shell sees status 130 or 143). A signal that comes after the last step is acted on at the end
+  /// of finish(). A step that does not end (a hung collective, a kernel that never returns) is not
+  /// interrupted: a second signal ends the process at once, by the default action, and then only
+  /// the JSONL (flushed every step) has the finished steps. Off by default, since signal handlers
+  /// belong to the program; where it is off, or the program ignores the signal, nothing changes.
+  /// The handlers exist from the profiler's construction to the end of finish() (stop_signal.hpp);
+  /// compiled out (TRACEML_DISABLE), no handler is installed.
+  bool finish_on_signal = false;
+  /// With finish_on_signal: called once the outputs are written, before the process ends, with the
+  /// finished run and the signal number, on the thread that ended the step (write outputs of your
+  /// own here; the process ends when it returns).
+  std::function<void(const run_result&, int signal)> on_signal_finish;
 
   /// Options for a run called `name`:  traceml::profiler p(traceml::profiler_options::named("mlp"));
   static profiler_options named(std::string name) {
@@ -112,7 +131,10 @@ class profiler : public recording_callback, private recorder_observer {
     // Each run numbers its steps from 0; records left over from before the run are discarded.
     R.next_step.store(0, std::memory_order_relaxed);
     detail::drain_all([](const span_record&) {});
-    if (!options_.jsonl_path.empty()) jsonl_ = std::make_unique<detail::output_file>(options_.jsonl_path, "step JSONL", "w");
+    if (!options_.jsonl_path.empty())
+      jsonl_ = std::make_unique<detail::output_file>(options_.jsonl_path, "step JSONL", "w", " (training continues without it)");
+    if (options_.finish_on_signal) stop_guard_.emplace();
+    stop_on_signal_ = options_.finish_on_signal;
     if (live_view_requested(options_.live)) {
       live_view_options lv;
       lv.run_name = options_.run_name;
@@ -158,12 +180,14 @@ class profiler : public recording_callback, private recorder_observer {
   /// End the run: resolve outstanding GPU facts, compute the summary, write the outputs, print the
   /// table, release the GPU source. Idempotent; also called by on_train_end() and the destructor.
   /// Call it once the loop is done: scopes still running on other threads while it runs may reach
-  /// a GPU source that finish() is releasing.
+  /// a GPU source that finish() is releasing. With finish_on_signal and a signal pending, it does
+  /// not return: the process ends by the signal once the outputs are written.
   const run_result& finish() {
     std::unique_lock<std::mutex> lock(mu_);
     if (finished_) return result_;
     finished_ = true;
     if (!attached_) return result_;
+    if (const int sig = stop_guard_ ? pending_stop_signal() : 0) result_.config.emplace_back("stopped_by", stop_signal_name(sig));
     auto& R = detail::recorder();
     R.observe_phases.store(false, std::memory_order_relaxed);
     absorb_records();
@@ -195,17 +219,32 @@ class profiler : public recording_callback, private recorder_observer {
     result_.summary.dropped_records = dropped_;
     if (!options_.trace_path.empty()) {
       chrome_trace_extras extras{trace_.coverage(), detail::thread_identities(), trace_.memory()};
-      write_chrome_trace(options_.trace_path, result_.name, trace_.spans(), trace_.activities(), extras);
+      if (!write_chrome_trace(options_.trace_path, result_.name, trace_.spans(), trace_.activities(), extras))
+        failed_outputs_.push_back(options_.trace_path);
     }
     gpu_.reset();  // after the trace: activity names belong to the source. Shuts CUPTI down.
-    if (!options_.json_path.empty()) write_json_summary(options_.json_path, {result_});
-    if (!options_.html_path.empty()) write_html_report(options_.html_path, {result_}, "traceml: " + result_.name);
-    if (jsonl_) jsonl_->close();
+    if (!options_.json_path.empty() && !write_json_summary(options_.json_path, {result_}))
+      failed_outputs_.push_back(options_.json_path);
+    if (!options_.html_path.empty() && !write_html_report(options_.html_path, {result_}, "traceml: " + result_.name))
+      failed_outputs_.push_back(options_.html_path);
+    if (jsonl_) {
+      jsonl_->close();
+      if (jsonl_->failed()) failed_outputs_.push_back(jsonl_->path());
+    }
     if (options_.print_table) std::fputs(format_table(result_).c_str(), stdout);
     R.observer.store(nullptr, std::memory_order_release);
     attached_ = false;
+    if (stop_guard_) {
+      lock.unlock();  // on_signal_finish may ask the profiler
+      if (const int sig = pending_stop_signal()) end_by_stop_signal(sig);
+      stop_guard_.reset();
+    }
     return result_;
   }
+
+  /// The outputs that could not be written, or are incomplete (each said once on stderr with its
+  /// reason): empty when every output asked for is on disk. Complete after finish().
+  const std::vector<std::string>& failed_outputs() const noexcept { return failed_outputs_; }
 
   /// The run's result; complete after finish().
   const run_result& result() const noexcept { return result_; }
@@ -257,6 +296,31 @@ class profiler : public recording_callback, private recorder_observer {
       report_once("step-end", "could not process a step (unknown error)");
     }
     deliver_windows(ready);  // outside the lock: the callback may ask the profiler
+    // finish_on_signal: a step end is the safe point at which a noted signal is acted on.
+    if (const int sig = stop_on_signal_ ? pending_stop_signal() : 0) {
+      try {
+        finish();  // does not return (unless another thread is finishing the run: that one ends it)
+      } catch (...) {
+        report_once("stop-signal-finish", "writing the outputs after a signal failed");
+        end_by_signal(sig);
+      }
+    }
+  }
+
+  /// finish_on_signal, after finish() wrote the outputs: says so, runs on_signal_finish, ends.
+  [[noreturn]] void end_by_stop_signal(int sig) noexcept {
+    report_once("stopped-by-signal", std::string(stop_signal_name(sig)) + ": run '" + result_.name + "' stopped after " +
+                                         std::to_string(result_.summary.steps) + " steps; the outputs of those steps are written");
+    if (options_.on_signal_finish) {
+      try {
+        options_.on_signal_finish(result_, sig);
+      } catch (const std::exception& e) {
+        report_once("on-signal-finish-threw", std::string("profiler_options::on_signal_finish threw: ") + e.what());
+      } catch (...) {
+        report_once("on-signal-finish-threw", "profiler_options::on_signal_finish threw (unknown exception)");
+      }
+    }
+    end_by_signal(sig);
   }
 
   /// Hands finished recording windows to on_trace_ready, in order; a throwing callback is said once.
@@ -345,6 +409,9 @@ class profiler : public recording_callback, private recorder_observer {
   std::vector<recording_window> windows_ready_;  // closed, not yet handed to on_trace_ready
   std::deque<step_result> waiting_;       // closed on the CPU, GPU facts not yet in
   run_result result_;
+  std::vector<std::string> failed_outputs_;
+  std::optional<stop_signal_guard> stop_guard_;  // finish_on_signal: from construction to the end of finish()
+  bool stop_on_signal_ = false;                  // the guard was made (read outside the lock: never changes)
   std::uint64_t dropped_ = 0;
   std::uint64_t late_ = 0;  // records of steps already summarized
   bool attached_ = false;
@@ -363,10 +430,12 @@ class profiler : public recording_callback {
   std::size_t steps_recorded() const { return 0; }
   const run_result& finish() { return result_; }
   const run_result& result() const noexcept { return result_; }
+  const std::vector<std::string>& failed_outputs() const noexcept { return failed_outputs_; }
 
  private:
   profiler_options options_;
   run_result result_;
+  std::vector<std::string> failed_outputs_;
 };
 #endif
 TRACEML_END_MODE_NAMESPACE

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -101,6 +102,7 @@ TEST_CASE("phases and residual add up to the step, and the JSON matches the tabl
   }
   const auto& run = prof.finish();
   REQUIRE(run.steps.size() == 6);
+  CHECK(prof.failed_outputs().empty());  // every output asked for is on disk
   for (const auto& st : run.steps) {
     double top = 0;
     for (const auto& p : st.phases) top += p.top_level ? p.wall_ms : 0;
@@ -196,20 +198,32 @@ TEST_CASE("GPU facts that arrive late are attached to their steps", "[profiler][
   for (const auto& p : {o.jsonl_path, o.trace_path}) std::remove(p.c_str());
 }
 
-TEST_CASE("outputs that cannot be written do not stop the run", "[profiler][errors]") {
+TEST_CASE("outputs that cannot be written do not stop the run, and each is named with its reason", "[profiler][errors]") {
   traceml_test::reset_recorder();
+  // A full disk for real: files that are links to /dev/full (every write fails with ENOSPC).
+  const std::string full = traceml_test::temp_path("full_disk");
+  std::filesystem::remove_all(full);
+  std::filesystem::create_directories(full);
+  std::filesystem::create_symlink("/dev/full", full + "/steps.jsonl");
+  std::filesystem::create_symlink("/dev/full", full + "/report.html");
   profiler_options o;
   o.print_table = false;
   o.json_path = "/nonexistent-traceml-dir/s.json";
-  o.jsonl_path = "/dev/full";
+  o.trace_path = "/nonexistent-traceml-dir/t.json";
+  o.jsonl_path = full + "/steps.jsonl";
+  o.html_path = full + "/report.html";
   profiler prof(o);
   for (int s = 0; s < 3; ++s) one_step(1);
   const auto& run = prof.finish();
   CHECK(run.steps.size() == 3);
-  const auto msgs = diagnostic_messages();
-  REQUIRE(msgs.size() == 2);  // one per output, however many steps tried
-  CHECK(msgs[0].find("/dev/full") != std::string::npos);
-  CHECK(msgs[1].find("/nonexistent-traceml-dir/s.json") != std::string::npos);
+  // In the order finish() writes them; the JSONL failed at its first step and was not retried.
+  CHECK(prof.failed_outputs() == std::vector<std::string>{o.trace_path, o.json_path, o.html_path, o.jsonl_path});
+  CHECK(diagnostic_messages() == std::vector<std::string>{
+      "cannot write step JSONL to '" + o.jsonl_path + "': No space left on device (training continues without it)",
+      "cannot write Chrome trace to '/nonexistent-traceml-dir/t.json': No such file or directory",
+      "cannot write JSON summary to '/nonexistent-traceml-dir/s.json': No such file or directory",
+      "cannot write HTML report to '" + o.html_path + "': No space left on device"});
+  std::filesystem::remove_all(full);
 }
 
 TEST_CASE("a second profiler while one is active records nothing and says why", "[profiler][errors]") {

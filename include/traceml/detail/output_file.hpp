@@ -1,5 +1,7 @@
 // traceml: files the sinks write. Any failure (missing directory, read-only, disk full) is reported
-// once, with the path and the reason, and the file stops being written: training carries on.
+// once per file, with the path and the reason ("cannot write JSON summary to 'out/x.json': No space
+// left on device"), and the file stops being written: training carries on. failed() tells the
+// caller afterwards, so that a program can end with a status that says an output is missing.
 #pragma once
 #include <cerrno>
 #include <cstdio>
@@ -15,7 +17,10 @@ namespace detail {
 class output_file {
  public:
   /// `what` names the output in messages ("JSON summary", "step JSONL"). mode: "w" or "a".
-  output_file(std::string path, std::string what, const char* mode) : path_(std::move(path)), what_(std::move(what)) {
+  /// `after_failure` ends the message (" (training continues without it)" for a file written while
+  /// the training runs).
+  output_file(std::string path, std::string what, const char* mode, std::string after_failure = "")
+      : path_(std::move(path)), what_(std::move(what)), after_failure_(std::move(after_failure)) {
     if (path_.empty()) return;
     file_ = std::fopen(path_.c_str(), mode);
     if (!file_) fail(errno);
@@ -25,6 +30,9 @@ class output_file {
   output_file& operator=(const output_file&) = delete;
 
   bool ok() const noexcept { return file_ != nullptr; }
+  /// Opening, a write or the final flush failed (reported once): the file is missing or incomplete.
+  bool failed() const noexcept { return failed_; }
+  const std::string& path() const noexcept { return path_; }
 
   /// Append `text` and flush, so a process killed afterwards keeps it. False once failed.
   bool write(const std::string& text) {
@@ -51,11 +59,12 @@ class output_file {
 
  private:
   void fail(int err) {
-    report_once("output:" + path_, "cannot write " + what_ + " to '" + path_ + "': " + std::strerror(err) +
-                                       " (training continues without it)");
+    failed_ = true;
+    report_once("output:" + path_, "cannot write " + what_ + " to '" + path_ + "': " + std::strerror(err) + after_failure_);
   }
-  std::string path_, what_;
+  std::string path_, what_, after_failure_;
   std::FILE* file_ = nullptr;
+  bool failed_ = false;
 };
 
 /// Writes `text` to `path` in one go (truncating). True on success; failures are reported once.
