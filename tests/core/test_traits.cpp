@@ -10,7 +10,8 @@
 namespace {
 
 struct tokenize {
-  static constexpr const char* name = "tokenize";
+  // Read by a scope's constructor, which these compile-time checks never instantiate.
+  [[maybe_unused]] static constexpr const char* name = "tokenize";
 };
 
 // True when `new T(args...)` (or `new T[2]` for default-constructible T) is well-formed.
