@@ -342,6 +342,9 @@ inline run_summary read_run_summary(const object_reader& r, bool counter_fields)
   s.baseline.step_ms = b.number("step_ms");
   s.baseline.residual_ms = b.number("residual_ms");
   s.dropped_records = r.count("dropped_records");
+  // Added within /3: a document written before them had none of either.
+  if (r.has("capped_records")) s.capped_records = r.count("capped_records");
+  if (r.has("overlapping_steps")) s.overlapping_steps = r.count("overlapping_steps");
   return s;
 }
 

@@ -164,7 +164,9 @@ inline void hook_reset_thread() noexcept {
   while (s.size > 0) {
     open_span& top = s.spans[--s.size];
     if (is_phase(top.kind) && tls_phase_depth > 0) --tls_phase_depth;
-    if (top.kind == phase_kind::step) {  // later phases must not be counted in the abandoned step
+    // An abandoned step: later phases must not count in it. (A step ignored for overlapping
+    // another, inactive, never held the open step: begin_span.)
+    if (top.kind == phase_kind::step && top.active) {
       recorder().step.store(-1, std::memory_order_relaxed);
       recorder().microbatch.store(-1, std::memory_order_relaxed);
     }

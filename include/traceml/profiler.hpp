@@ -11,9 +11,10 @@
 //   prof.finish();                              // prints the table, writes the files
 //
 // Cost: nothing on the hot path beyond the scopes themselves; at each step end, one drain of the
-// per-thread rings and the step's statistics (microseconds), plus one flushed JSONL line; with a
-// GPU source, its collect() and, when a recorded step completed, one attribution round; with the
-// live view, one publish (sinks/live_view.hpp: a lock and a few stores).
+// per-thread rings (bounded: the closing thread's own records and at most max_other_thread_records of
+// other threads', whatever they record) and the step's statistics (microseconds), plus one flushed
+// JSONL line; with a GPU source, its collect() and, when a recorded step completed, one attribution
+// round; with the live view, one publish (sinks/live_view.hpp: a lock and a few stores).
 #pragma once
 #include <cstdio>
 #include <deque>
@@ -62,6 +63,13 @@ struct profiler_options {
   /// step anyway). A longer run drops them once it passes this count, so that the profiler's memory
   /// does not grow with the run; statistics stream either way (summary.hpp).
   std::size_t keep_steps = exact_quantile_limit;
+  /// Records a step's end takes, in all, from threads other than the one that closes the step (that
+  /// thread's own are always taken whole): shared so that a thread that recorded at most its equal
+  /// part loses nothing (detail::drain_step_end). Beyond it, other threads' records are left out and
+  /// counted (summary.capped_records, said once): threads that record phases non-stop cannot slow the
+  /// training loop. Each record taken costs the step end ~0.1-0.2 us; raise it for worker threads
+  /// that record many phases per step.
+  std::size_t max_other_thread_records = 256;
   std::size_t trace_last_steps = 200;   ///< the Chrome trace keeps the last this many steps ...
   std::size_t trace_recorded_steps = 8; ///< ... and, before them, this many with GPU kernel records
   std::vector<std::pair<std::string, std::string>> config;  ///< echoed into the outputs
@@ -130,6 +138,7 @@ class profiler : public recording_callback, private recorder_observer {
     (void)now_ns();  // the clock calibrates on first use (milliseconds): here, not inside step 0
     // Each run numbers its steps from 0; records left over from before the run are discarded.
     R.next_step.store(0, std::memory_order_relaxed);
+    R.overlapping_steps.store(0, std::memory_order_relaxed);
     detail::drain_all([](const span_record&) {});
     if (!options_.jsonl_path.empty())
       jsonl_ = std::make_unique<detail::output_file>(options_.jsonl_path, "step JSONL", "w", " (training continues without it)");
@@ -217,6 +226,8 @@ class profiler : public recording_callback, private recorder_observer {
     result_.summary = acc_.summary();
     result_.summary.gpu_status = gpu_status;
     result_.summary.dropped_records = dropped_;
+    result_.summary.capped_records = capped_;
+    result_.summary.overlapping_steps = R.overlapping_steps.load(std::memory_order_relaxed);
     if (!options_.trace_path.empty()) {
       chrome_trace_extras extras{trace_.coverage(), detail::thread_identities(), trace_.memory()};
       if (!write_chrome_trace(options_.trace_path, result_.name, trace_.spans(), trace_.activities(), extras))
@@ -345,12 +356,35 @@ class profiler : public recording_callback, private recorder_observer {
     if (auto* g = gpu_.get()) g->on_scope_end(r);
   }
 
+  /// Cost: the records taken (at most the closing thread's ring plus max_other_thread_records).
   void absorb_records() {
-    dropped_ += detail::drain_all([this](const span_record& r) {
-      if (r.step < 0) return;  // outside any step: nothing to attribute it to
-      pending_.push_back(r);
-    });
-    if (dropped_) report_once("ring-full", "CPU records were dropped: a thread recorded more than 16384 scopes in one step");
+    const auto counts = detail::drain_step_end(
+        [this](const span_record& r) {
+          if (r.step < 0) return;  // outside any step: nothing to attribute it to
+          pending_.push_back(r);
+        },
+        options_.max_other_thread_records);
+    dropped_ += counts.ring_full;
+    capped_ += counts.capped;
+    if (dropped_)
+      report_once("ring-full", "CPU records were dropped: a thread recorded more than " +
+                                   std::to_string(detail::thread_ring::capacity) +
+                                   " scopes between two step ends, and its ring was full (the thread never waits "
+                                   "for room); the run's count is the summary's dropped_records");
+    if (counts.capped)
+      report_once("drain-capped", std::to_string(counts.capped_rings) + " threads recorded more than this step's "
+                                  "end takes from threads other than the training thread (profiler_options::"
+                                  "max_other_thread_records, " + std::to_string(options_.max_other_thread_records) +
+                                  " records per step, shared between them): " + std::to_string(counts.capped) +
+                                  " of their records were left out, so that their flood does not slow the training; "
+                                  "their phases are undercounted in the step statistics from here on, and the run's "
+                                  "count is the summary's capped_records");
+    if (detail::recorder().overlapping_steps.load(std::memory_order_relaxed))
+      report_once("overlapping-steps", "a step began while another step was open (on another thread, or around "
+                                       "it): traceml profiles one training loop, whose steps follow one another, so "
+                                       "that step and every later overlapping one are ignored, and their phases "
+                                       "count in the step that was open, as a worker thread's do; the run's count "
+                                       "is the summary's overlapping_steps");
   }
 
   void attach_reports(std::vector<step_gpu_report> reports) {
@@ -413,6 +447,7 @@ class profiler : public recording_callback, private recorder_observer {
   std::optional<stop_signal_guard> stop_guard_;  // finish_on_signal: from construction to the end of finish()
   bool stop_on_signal_ = false;                  // the guard was made (read outside the lock: never changes)
   std::uint64_t dropped_ = 0;
+  std::uint64_t capped_ = 0;  // other threads' records a step end left out (max_other_thread_records)
   std::uint64_t late_ = 0;  // records of steps already summarized
   bool attached_ = false;
   bool finished_ = false;

@@ -186,6 +186,10 @@ struct run_summary {
   std::int64_t peak_allocated_bytes = -1;
   std::int64_t peak_reserved_bytes = -1;
   std::uint64_t dropped_records = 0;       ///< CPU records lost to full rings
+  /// CPU records of threads other than the training thread that step ends left out: beyond
+  /// profiler_options::max_other_thread_records per step.
+  std::uint64_t capped_records = 0;
+  std::uint64_t overlapping_steps = 0;     ///< step scopes ignored: they began while another step was open
   std::uint64_t dropped_gpu_records = 0;
   std::uint64_t unattributed_kernels = 0;
   std::string gpu_status = no_gpu_source_status;  ///< what the GPU source measured, or why not

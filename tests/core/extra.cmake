@@ -28,7 +28,7 @@ catch_discover_tests(traceml_disabled_tests TEST_PREFIX "disabled: ")
 # ---- one definition rule, traits, threads (enabled build) -----------------------------------------
 add_executable(traceml_two_tu_tests test_two_tu_a.cpp test_two_tu_b.cpp)
 add_executable(traceml_traits_tests test_traits.cpp)
-add_executable(traceml_thread_tests test_threads.cpp)
+add_executable(traceml_thread_tests test_threads.cpp test_drain_bound.cpp)
 foreach(t traceml_two_tu_tests traceml_traits_tests traceml_thread_tests)
   target_link_libraries(${t} PRIVATE traceml_core traceml_catch_main)
   target_compile_options(${t} PRIVATE ${TRACEML_TEST_WARNINGS})

@@ -40,6 +40,9 @@ run_result cpu_run() {
   r.summary = summarize_run(steps, 1, 512, 4);
   r.summary.gpu_status = "no GPU source";
   r.summary.residual_ms.stddev = std::numeric_limits<double>::quiet_NaN();  // written as null
+  r.summary.dropped_records = 3;  // the CPU losses, each its own count
+  r.summary.capped_records = 1234;
+  r.summary.overlapping_steps = 2;
   return r;
 }
 
@@ -89,6 +92,9 @@ TEST_CASE("a summary read back writes the same text", "[reader]") {
     CHECK(read.runs[0].steps[4].gpu->phases[2].facts.window_ns == -1);  // unrecorded: not measured
     CHECK(read.runs[1].config[0].first == "zeta");  // written order kept
     CHECK(std::isnan(read.runs[1].summary.residual_ms.stddev));
+    CHECK(read.runs[1].summary.dropped_records == 3);
+    CHECK(read.runs[1].summary.capped_records == 1234);
+    CHECK(read.runs[1].summary.overlapping_steps == 2);
     CHECK(read.runs[2].steps.empty());
   }
   SECTION("the hardware counters are the hand-computed ones too, per phase, per step and per entry") {
@@ -137,6 +143,18 @@ TEST_CASE("a summary read back writes the same text", "[reader]") {
   SECTION("the terminal table of a saved run is the profiler's") {
     for (std::size_t i = 0; i < runs.size(); ++i) CHECK(format_table(read.runs[i]) == format_table(runs[i]));
   }
+}
+
+TEST_CASE("a /3 document written before capped_records and overlapping_steps reads them as 0", "[reader]") {
+  auto doc = nlohmann::ordered_json::parse(json_summary({cpu_run()}));
+  auto& s = doc["runs"][0]["summary"];
+  s.erase("capped_records");
+  s.erase("overlapping_steps");
+  const auto read = parse_summary(doc.dump());
+  REQUIRE(read.runs.size() == 1);
+  CHECK(read.runs[0].summary.dropped_records == 3);
+  CHECK(read.runs[0].summary.capped_records == 0);
+  CHECK(read.runs[0].summary.overlapping_steps == 0);
 }
 
 TEST_CASE("a traceml.summary/2 document, written before hardware counters, reads as a run without them", "[reader]") {

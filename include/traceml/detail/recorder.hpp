@@ -1,12 +1,17 @@
 // traceml: the recorder. Every scope (and every trainer-callback hook) ends by writing one
 // span_record into a ring owned by the calling thread: no lock, no allocation, one pointer bump.
-// The profiler drains all rings when a step ends (a slow path that may lock and allocate).
+// The profiler drains all rings when a step ends (a slow path that may lock and allocate), taking
+// at most a bounded number of other threads' records (drain_step_end), so that threads which flood
+// their rings cannot make a step end take unbounded time.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "traceml/clock.hpp"
@@ -68,18 +73,35 @@ struct thread_ring {
     return true;
   }
 
+  /// Records published and not yet drained (consumer side; the producer may add more meanwhile).
+  std::uint64_t available() const noexcept {
+    return tail.load(std::memory_order_acquire) - head.load(std::memory_order_relaxed);
+  }
+
+  /// Hands the oldest `take` of the first `available` records to `f` (oldest first) and discards
+  /// the rest of them; returns how many it discarded. Consumer only, `take <= available <=` what
+  /// available() returned. Discarding costs nothing per record: the head moves past them.
   template <class F>
-  void drain(F&& f) {
-    std::uint64_t h = head.load(std::memory_order_relaxed);
-    const std::uint64_t t = tail.load(std::memory_order_acquire);
-    for (; h != t; ++h) f(slots[h & mask]);
-    head.store(t, std::memory_order_release);
+  std::uint64_t drain(F&& f, std::uint64_t available, std::uint64_t take) {
+    const std::uint64_t h = head.load(std::memory_order_relaxed);
+    for (std::uint64_t i = 0; i < take; ++i) f(slots[(h + i) & mask]);
+    head.store(h + available, std::memory_order_release);
+    return available - take;
   }
 };
 
+/// The value of recorder_state::step while a step opens (claimed, its index not yet taken) or closes
+/// (its record written, its end being processed by the profiler): negative, so that a phase that
+/// begins then counts as outside any step, and not -1, so that no other step can begin meanwhile.
+inline constexpr std::int32_t step_changing = -2;
+
 struct recorder_state {
   std::atomic<bool> enabled{true};
-  std::atomic<std::int32_t> step{-1};        // step open on the training thread, -1 if none
+  /// The step open on the training thread, -1 if none (step_changing while one opens or closes).
+  /// Steps follow one another: a step scope that begins while another is open is ignored
+  /// (begin_span), and the next step cannot begin before the last one's end was processed (end_span).
+  std::atomic<std::int32_t> step{-1};
+  std::atomic<std::uint64_t> overlapping_steps{0};  // step scopes ignored so far (the profiler resets it)
   std::atomic<std::int32_t> microbatch{-1};  // micro-batch open, -1 if none
   std::atomic<std::int32_t> next_step{0};
   std::atomic<std::int32_t> next_microbatch{0};
@@ -173,8 +195,8 @@ struct open_span {
 
 TRACEML_BEGIN_MODE_NAMESPACE
 /// Cost: a few relaxed atomic loads (the switch, the open step and micro-batch; a step or
-/// micro-batch also bumps its counter), an NVTX push, a clock read, plus the observer's call when
-/// observe_phases is on.
+/// micro-batch also bumps its counter, and a step claims the open step with one compare-and-swap),
+/// an NVTX push, a clock read, plus the observer's call when observe_phases is on.
 inline void begin_span(open_span& s, phase_kind kind, const char* name) noexcept {
   auto& R = recorder();
   if (!R.enabled.load(std::memory_order_relaxed)) {
@@ -188,6 +210,15 @@ inline void begin_span(open_span& s, phase_kind kind, const char* name) noexcept
   if (kind == phase_kind::step) {
     // No profiler: the first such step starts the TRACEML_OUT session or says nothing is collected.
     if (!R.observer.load(std::memory_order_relaxed)) on_step_begin_unobserved();
+    // Steps follow one another (one training loop): a step that begins while another is open, on
+    // another thread or around this one, is ignored and counted; its phases count in the open step,
+    // as a worker thread's do. The profiler says so once (profiler.hpp).
+    std::int32_t none = -1;
+    if (!R.step.compare_exchange_strong(none, step_changing, std::memory_order_relaxed)) {
+      R.overlapping_steps.fetch_add(1, std::memory_order_relaxed);
+      s.active = false;
+      return;
+    }
     s.step = R.next_step.fetch_add(1, std::memory_order_relaxed);
     s.microbatch = -1;
     R.next_microbatch.store(0, std::memory_order_relaxed);
@@ -233,7 +264,7 @@ inline void notify_end(recorder_state& R, const span_record& r) noexcept {
 
 /// Cost: a clock read, an NVTX pop and a 40-byte record written in place into this thread's ring
 /// (fields stored straight into the slot: a record built aside and copied made the CPU stall on
-/// store forwarding), plus the observer's calls when one is set.
+/// store forwarding), plus the observer's calls when one is set (a step's end: the profiler's drain).
 inline void end_span(open_span& s) noexcept {
   if (!s.active) return;
   const std::int64_t end = now_ns();
@@ -245,7 +276,7 @@ inline void end_span(open_span& s) noexcept {
     R.microbatch.store(-1, std::memory_order_relaxed);
   } else {
     R.microbatch.store(-1, std::memory_order_relaxed);
-    R.step.store(-1, std::memory_order_relaxed);
+    R.step.store(step_changing, std::memory_order_relaxed);
   }
   s.active = false;
   thread_ring* ring = tls_ring ? tls_ring : acquire_ring();
@@ -258,6 +289,9 @@ inline void end_span(open_span& s) noexcept {
     fill_record(r, s, end, ring ? ring->thread_id : 0);
     notify_end(R, r);
   }
+  // Only now may the next step begin: a step opened on another thread meanwhile, then closed, would
+  // have drained this step's records before the profiler summarized this step.
+  if (s.kind == phase_kind::step) R.step.store(-1, std::memory_order_relaxed);
 }
 TRACEML_END_MODE_NAMESPACE
 
@@ -268,9 +302,44 @@ inline std::vector<thread_identity> thread_identities() {
   return R.threads;
 }
 
-/// Move every buffered record to `f` and return the number dropped since the last call.
+/// How many of its `available` records each ring hands over when `limit` records are shared between
+/// rings: water-filling (rings in ascending order, each offered an equal part of what is left), so
+/// that a ring holding at most limit / rings records loses nothing and the rest is split evenly
+/// between the rings that hold more. The shares add up to min(limit, the total). Pure;
+/// O(rings log rings).
+///   fair_shares({5, 100, 100}, 45) == {5, 20, 20}
+inline std::vector<std::uint64_t> fair_shares(const std::vector<std::uint64_t>& available, std::uint64_t limit) {
+  std::vector<std::size_t> order(available.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Stable: of equal rings, the later ones get the remainder of the division (deterministic).
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return available[a] < available[b]; });
+  std::vector<std::uint64_t> share(available.size(), 0);
+  std::uint64_t left = limit;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const std::uint64_t equal = left / (order.size() - k);
+    share[order[k]] = std::min(available[order[k]], equal);
+    left -= share[order[k]];
+  }
+  return share;
+}
+
+/// What a step-end drain did, beyond the records it handed over.
+struct drain_counts {
+  std::uint64_t ring_full = 0;   ///< records lost to a full ring since the last drain (never written)
+  std::uint64_t capped = 0;      ///< records of other threads this drain discarded: beyond its limit
+  std::uint64_t capped_rings = 0;  ///< rings that lost records to the limit
+};
+
+/// The drain at a step's end: hands `f` every record of the calling thread's ring (what the thread
+/// that closes the step recorded itself: at most thread_ring::capacity, its own cost) and at most
+/// `others_limit` records of the other threads' rings, shared by fair_shares() (a thread that recorded
+/// little loses nothing; each flooding one gives its oldest records, up to its share). The rest of
+/// what the other rings held is discarded and counted, so that the next step starts from empty rings
+/// rather than from stale records. Each ring hands its records over in the order they were written.
+/// Cost: the records handed over, plus O(rings log rings); never more than thread_ring::capacity +
+/// `others_limit` records, however fast other threads record. Slow path: locks, allocates.
 template <class F>
-std::uint64_t drain_all(F&& f) {
+drain_counts drain_step_end(F&& f, std::uint64_t others_limit) {
   auto& R = recorder();
   std::lock_guard<std::mutex> drain_lock(R.drain_mu);
   std::vector<thread_ring*> rings;
@@ -278,12 +347,31 @@ std::uint64_t drain_all(F&& f) {
     std::lock_guard<std::mutex> lock(R.registry_mu);
     for (auto& r : R.rings) rings.push_back(r.get());
   }
-  std::uint64_t dropped = 0;
-  for (auto* ring : rings) {
-    ring->drain(f);
-    dropped += ring->dropped.exchange(0, std::memory_order_relaxed);
+  // Each ring's count is read once: a ring's producer may go on writing, and what it writes after
+  // this instant waits for the next drain.
+  std::vector<std::uint64_t> available(rings.size());
+  std::vector<std::uint64_t> others;  // the other rings' counts, in ring order
+  for (std::size_t i = 0; i < rings.size(); ++i) {
+    available[i] = rings[i]->available();
+    if (rings[i] != tls_ring) others.push_back(available[i]);
   }
-  return dropped;
+  const std::vector<std::uint64_t> share = fair_shares(others, others_limit);
+  drain_counts counts;
+  for (std::size_t i = 0, k = 0; i < rings.size(); ++i) {
+    const std::uint64_t take = rings[i] == tls_ring ? available[i] : share[k++];
+    const std::uint64_t discarded = rings[i]->drain(f, available[i], take);
+    counts.capped += discarded;
+    if (discarded) ++counts.capped_rings;
+    counts.ring_full += rings[i]->dropped.exchange(0, std::memory_order_relaxed);
+  }
+  return counts;
+}
+
+/// Move every buffered record to `f` and return the number dropped to full rings since the last
+/// call. No limit: tests, and the profiler's start (which discards what it gets).
+template <class F>
+std::uint64_t drain_all(F&& f) {
+  return drain_step_end(std::forward<F>(f), std::numeric_limits<std::uint64_t>::max()).ring_full;
 }
 
 }  // namespace detail

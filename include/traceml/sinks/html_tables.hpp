@@ -70,6 +70,13 @@ inline void config_and_summary(std::string& o, const run_result& r, std::size_t 
                                      fixed(static_cast<double>(s.peak_reserved_bytes) / gib, 2) + " GiB reserved");
   if (s.dropped_records)
     kv_row(o, "<span class=\"warn\">warning</span>", std::to_string(s.dropped_records) + " CPU records dropped (ring full)");
+  if (s.capped_records)
+    kv_row(o, "<span class=\"warn\">warning</span>", std::to_string(s.capped_records) +
+                                                        " CPU records of other threads left out at step ends "
+                                                        "(over max_other_thread_records)");
+  if (s.overlapping_steps)
+    kv_row(o, "<span class=\"warn\">warning</span>", std::to_string(s.overlapping_steps) +
+                                                        " steps ignored (began while another step was open)");
   if (s.dropped_gpu_records)
     kv_row(o, "<span class=\"warn\">warning</span>", std::to_string(s.dropped_gpu_records) + " GPU records dropped");
   if (s.unattributed_kernels) kv_row(o, "unattributed kernels", std::to_string(s.unattributed_kernels));

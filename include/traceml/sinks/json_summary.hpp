@@ -210,7 +210,8 @@ inline void write_summary(json_writer& w, const run_summary& s) {
   const auto& b = s.baseline;
   w.key("baseline").begin_object().member("steps", static_cast<std::uint64_t>(b.steps)).member("untraced", b.untraced);
   w.member("step_ms", b.step_ms).member("residual_ms", b.residual_ms).end_object();
-  w.member("dropped_records", s.dropped_records);
+  w.member("dropped_records", s.dropped_records).member("capped_records", s.capped_records);
+  w.member("overlapping_steps", s.overlapping_steps);
   w.end_object();
 }
 

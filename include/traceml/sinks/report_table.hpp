@@ -160,6 +160,11 @@ inline std::string format_table(const run_result& run) {
            " GiB, peak reserved " + detail::fixed_text(static_cast<double>(s.peak_reserved_bytes) / (1 << 30), 2) + " GiB\n";
   if (!s.gpu_status.empty()) out += "gpu: " + s.gpu_status + "\n";
   if (s.dropped_records) out += "warning: " + std::to_string(s.dropped_records) + " CPU records dropped (ring full)\n";
+  if (s.capped_records)
+    out += "warning: " + std::to_string(s.capped_records) +
+           " CPU records of other threads left out at step ends (over max_other_thread_records)\n";
+  if (s.overlapping_steps)
+    out += "warning: " + std::to_string(s.overlapping_steps) + " steps ignored (began while another step was open)\n";
   if (s.dropped_gpu_records) out += "warning: " + std::to_string(s.dropped_gpu_records) + " GPU records dropped\n";
   return out;
 }
