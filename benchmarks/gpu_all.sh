@@ -96,15 +96,19 @@ fi
 
 if want pm_overhead; then
   # What the counters cost on top of CUDA-event timing (budget +0.3% with CUDA graphs).
-  stamp "hardware counters' cost on the Qwen3 trainer, CUDA graphs"
-  timeout 100 "$build/benchmarks/qwen3_overhead" --cuda-graphs --modes events,events+pm --rounds "${PM_ROUNDS:-6}" \
-    >"$out/pm_overhead_graphs.log" 2>&1; echo "rc=$?"
-  cat "$out/pm_overhead_graphs.log"
+  if [ "${PM_GRAPHS:-1}" != 0 ]; then  # PM_GRAPHS=0 skips it
+    stamp "hardware counters' cost on the Qwen3 trainer, CUDA graphs"
+    timeout 100 "$build/benchmarks/qwen3_overhead" --cuda-graphs --modes events,events+pm --rounds "${PM_ROUNDS:-6}" \
+      >"$out/pm_overhead_graphs.log" 2>&1; echo "rc=$?"
+    cat "$out/pm_overhead_graphs.log"
+  fi
   # Eager blocks of one mode differ by up to 20% on that machine: many short blocks, so that the
   # interval of the median ratio narrows (PM_EAGER=0 skips it).
   if [ "${PM_EAGER:-1}" != 0 ]; then
     stamp "hardware counters' cost on the Qwen3 trainer, eager"
-    timeout 200 "$build/benchmarks/qwen3_overhead" --modes events,events+pm --rounds "${PM_EAGER_ROUNDS:-24}" --block 6 \
+    # events+pmalt: the sampler on every other step, against its neighbours (what blocks cannot resolve).
+    timeout 240 "$build/benchmarks/qwen3_overhead" --modes "${PM_EAGER_MODES:-events,events+pm,events+pmalt}" \
+      --rounds "${PM_EAGER_ROUNDS:-8}" --block "${PM_EAGER_BLOCK:-11}" \
       >"$out/pm_overhead_eager.log" 2>&1; echo "rc=$?"
     cat "$out/pm_overhead_eager.log"
   fi
