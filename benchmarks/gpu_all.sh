@@ -34,7 +34,7 @@ targets="traceml_gpu_tests qwen3_overhead"
 { want side_by_side || want experiment || want pm || want chunked_loss || want fp16; } && targets+=" qwen3_accumulation"
 want pm && targets+=" pm_sampling_probe"
 want parity && targets+=" qwen3_logits"
-want qwen3 && targets+=" traceml_qwen3_tests"
+want qwen3 && targets+=" traceml_qwen3_tests qwen3_step_timing qwen3_logits traceml"  # the ctest -R qwen3 programs
 # shellcheck disable=SC2086
 cmake --build "$build" -j"$(nproc)" --target $targets -- -k 0 >"$out/build.log" 2>&1 || grep -E "error|FAILED" -A5 "$out/build.log" | head -60
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
