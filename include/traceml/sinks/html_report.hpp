@@ -42,6 +42,9 @@ p.note { color: #4a4a4a; max-width: 820px; }
 p.explanation { max-width: 820px; margin: 8px 0; white-space: pre-wrap; }
 .runs { display: flex; flex-wrap: wrap; gap: 16px; }
 .card { border: 1px solid #dddddd; border-radius: 6px; padding: 12px 14px; flex: 1 1 320px; max-width: 560px; }
+.card table { width: 100%; }
+.card td { overflow-wrap: anywhere; }
+.card table.kv th { white-space: normal; width: 38%; }
 table { border-collapse: collapse; margin: 6px 0 12px; }
 caption { text-align: left; font-weight: 600; color: #4a4a4a; padding: 4px 0; }
 th, td { padding: 3px 10px; border-bottom: 1px solid #eeeeee; text-align: left; vertical-align: top; }
