@@ -6,6 +6,7 @@
 //                                              #           CPU -> tiny, 40 steps, fp32, seq 128
 //   qwen3_accumulation --schedules 1x4,2x2,4x1 --steps 100 --repeats 3 --out results/
 //   qwen3_accumulation --model-dir /path/to/Qwen3-1.7B --data tokens.u32
+//   qwen3_accumulation --sweep 8                # which MxA of 8 fits and is fastest (schedule_sweep.hpp)
 //
 // Each schedule starts from the same weights (same seed, or the same snapshot) and the same adapter
 // initialisation, so only the schedule differs.
@@ -25,20 +26,21 @@
 
 #include "comparison.hpp"
 #include "qwen3.hpp"
+#include "schedule_sweep.hpp"
+#include "trainer.hpp"
 
 #if QWEN3_WITH_GPU_SOURCES
 #include <cuda_runtime_api.h>
 #include <traceml/gpu/cupti_source.hpp>
 #include <traceml/torch_adapter.hpp>
-#if TRACEML_TORCH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
 #endif
 
 namespace {
 
 struct experiment_options {
   std::string schedules = "1x4,2x2,4x1";
+  std::int64_t sweep = 0;            // > 0: sweep every MxA of this effective batch instead of `schedules`
+  std::size_t sweep_candidates = 4;  // the largest micro-batches that fit, measured by the sweep
   std::int64_t steps = 0;            // 0: 100 on a GPU, 40 on the CPU
   std::size_t warmup = 5;
   std::int64_t seq_len = 0;          // 0: 512 on a GPU, 128 on the CPU
@@ -100,10 +102,7 @@ double flops_per_step(const qwen3::config& c, std::int64_t seq, std::int64_t exa
   return 2 * fwd_per_token * static_cast<double>(seq * examples);
 }
 
-bool is_out_of_memory(const std::exception& e) {
-  const std::string what = e.what();
-  return what.find("out of memory") != std::string::npos || what.find("OutOfMemory") != std::string::npos;
-}
+bool is_out_of_memory(const std::exception& e) { return traceml::libtorch::is_out_of_memory(e); }
 
 std::unique_ptr<traceml::gpu_source> make_gpu_source(const experiment_options& o, const torch::Device& device) {
 #if QWEN3_WITH_GPU_SOURCES
@@ -133,11 +132,30 @@ void synchronize(const torch::Device& device) {
 
 /// After a schedule (and after an OOM), give cached blocks back so the next schedule starts clean.
 void release_cached_memory(const torch::Device& device) {
-#if QWEN3_WITH_GPU_SOURCES && TRACEML_TORCH_CUDA
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
-#else
-  (void)device;
-#endif
+  if (device.is_cuda()) traceml::libtorch::release_cached_memory();
+}
+
+/// `--sweep N`: the library's sweep over this trainer (schedule_sweep.hpp), its runs echoing the
+/// experiment's settings.
+traceml::sweep_result run_sweep_mode(const experiment_options& o, const qwen3::trainer_setup& setup,
+                                     const std::string& device_name, const qwen3::token_source& data) {
+  qwen3::sweep_setup s;
+  s.trainer = setup;
+  s.effective_batch = o.sweep;
+  s.steps = static_cast<std::size_t>(o.steps);
+  s.warmup = o.warmup;
+  s.repeats = static_cast<std::size_t>(o.repeats);
+  s.max_candidates = o.sweep_candidates;
+  s.out = o.out;
+  s.traces = o.traces;
+  s.config = {{"model", o.model_dir.empty() ? o.preset : o.model_dir},
+              {"dtype", o.dtype},
+              {"seq_len", std::to_string(o.seq_len)},
+              {"checkpointing", o.checkpointing ? "on" : "off"},
+              {"cuda_graphs", o.cuda_graphs ? "requested" : "off"},
+              {"device", device_name}};
+  s.gpu_source = [&o, &setup] { return make_gpu_source(o, setup.device); };
+  return qwen3::run_schedule_sweep(s, data);
 }
 
 std::string gpu_name() {
@@ -155,7 +173,15 @@ int main(int argc, char** argv) {
   experiment_options o;
   CLI::App app{"The gradient-accumulation experiment: same effective batch, different micro-batch x accumulation, "
                "profiled phase by phase and kernel by kernel with traceml."};
-  app.add_option("--schedules", o.schedules, "comma-separated MxA schedules sharing one effective batch")->capture_default_str();
+  auto* schedules_opt =
+      app.add_option("--schedules", o.schedules, "comma-separated MxA schedules sharing one effective batch")->capture_default_str();
+  app.add_option("--sweep", o.sweep,
+                 "instead of --schedules: every MxA of this effective batch, probed for memory from the largest micro-batch "
+                 "down, measured in interleaved repeats (default 3), ranked, with a recommendation (default 20 steps on a "
+                 "GPU, 8 on the CPU)")
+      ->check(CLI::Range(std::int64_t{1}, qwen3::max_examples_per_step))->excludes(schedules_opt);
+  app.add_option("--sweep-candidates", o.sweep_candidates,
+                 "with --sweep: how many of the largest micro-batches that fit are measured (0: all)")->capture_default_str();
   app.add_option("--steps", o.steps, "optimizer steps per schedule (default: 100 on a GPU, 40 on the CPU)")->check(CLI::NonNegativeNumber);
   app.add_option("--warmup", o.warmup, "leading steps excluded from statistics")->capture_default_str();
   app.add_option("--seq-len", o.seq_len, "tokens per example (default: 512 on a GPU, 128 on the CPU)")->check(CLI::NonNegativeNumber);
@@ -184,17 +210,20 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const auto schedules = qwen3::parse_schedules(o.schedules);
+    const auto schedules = o.sweep ? qwen3::sweep_schedules(o.sweep) : qwen3::parse_schedules(o.schedules);
     const bool cuda = o.device.empty() ? torch::cuda::is_available() : o.device == "cuda";
     if (cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
     const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-    if (o.steps == 0) o.steps = cuda ? 100 : 40;
+    if (o.steps == 0) o.steps = o.sweep ? (cuda ? 20 : 8) : (cuda ? 100 : 40);
+    if (o.sweep && app.count("--repeats") == 0) o.repeats = 3;  // the spread of repeats decides ties
     if (o.seq_len == 0) o.seq_len = cuda ? 512 : 128;
     if (o.dtype.empty()) o.dtype = cuda ? "bf16" : "fp32";
     if (o.preset.empty()) o.preset = cuda ? "qwen3-1.7b" : "tiny";
     const auto dtype = o.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
     const auto cfg = o.model_dir.empty() ? qwen3::preset(o.preset) : qwen3::load_config(o.model_dir);
-    qwen3::check_run_fits(cfg, schedules, o.seq_len, dtype, device, o.checkpointing);  // before any allocation
+    // Before any allocation; a sweep finds out what fits by running it, so only its smallest micro-batch.
+    qwen3::check_run_fits(cfg, o.sweep ? std::vector<qwen3::schedule>{schedules.back()} : schedules, o.seq_len, dtype,
+                          device, o.checkpointing);
     std::unique_ptr<qwen3::token_source> data;
     if (o.data_file.empty()) data = std::make_unique<qwen3::synthetic_tokens>(cfg.vocab_size, o.seq_len, o.seed);
     else data = std::make_unique<qwen3::token_file>(o.data_file, cfg.vocab_size, o.seq_len);
@@ -221,29 +250,23 @@ int main(int argc, char** argv) {
     std::vector<qwen3::schedule_result> results(schedules.size());
     for (std::size_t si = 0; si < schedules.size(); ++si) results[si].name = schedules[si].name();
     std::vector<traceml::run_result> all_runs;
-    for (int rep = 0; rep < o.repeats; ++rep) {
+    const qwen3::trainer_setup setup{cfg, o.model_dir, dtype, device, o.checkpointing, o.cuda_graphs, o.seq_len, o.seed};
+    std::optional<traceml::sweep_result> swept;
+    if (o.sweep) {
+      swept = run_sweep_mode(o, setup, device_name, *data);
+      results = qwen3::sweep_schedule_results(*swept);
+      for (const auto& r : results) all_runs.insert(all_runs.end(), r.runs.begin(), r.runs.end());
+    }
+    for (int rep = 0; rep < (swept ? 0 : o.repeats); ++rep) {  // a sweep ran its own interleaved rounds
       for (std::size_t si = 0; si < schedules.size(); ++si) {
         const auto& sched = schedules[si];
         if (results[si].failed()) continue;  // an OOM schedule stays OOM
         const std::string name = sched.name() + (o.repeats > 1 ? "#" + std::to_string(rep + 1) : "");
         try {
-          torch::manual_seed(static_cast<std::uint64_t>(o.seed));
-          auto mopts = qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(o.checkpointing);
-          auto model = o.model_dir.empty() ? qwen3::Qwen3(cfg, mopts) : qwen3::from_pretrained(o.model_dir, mopts);
-          qwen3::adamw opt(qwen3::apply_lora(*model, qwen3::lora_options{}));
-          std::unique_ptr<qwen3::graphed_microbatch> graphs;
-          if (o.cuda_graphs) {
-            try {
-              graphs = std::make_unique<qwen3::graphed_microbatch>(*model, opt.params(), sched.micro_batch, o.seq_len,
-                                                                   1.0 / static_cast<double>(sched.accumulation));
-              graphs->capture(qwen3::microbatch(*data, sched, 0, 0));
-            } catch (const std::exception& e) {
-              if (is_out_of_memory(e)) throw;
-              traceml::report_once("qwen3-graphs", std::string("CUDA graph capture failed, running eager: ") + e.what());
-              graphs.reset();
-              opt.zero_grad();
-            }
-          }
+          auto trainer = qwen3::make_trainer(setup, *data, sched);
+          auto& model = trainer.model;
+          auto& opt = trainer.opt;
+          const auto& graphs = trainer.graphs;
           synchronize(device);  // model construction must not be billed to the first step
 
           traceml::profiler_options po;
@@ -298,15 +321,19 @@ int main(int argc, char** argv) {
 
     const auto compared = qwen3::compare_schedules(results, step_flops, peak);
     std::printf("\n%s", qwen3::format_schedules(compared).c_str());
-    std::printf("\n%s", compared.compared.explanation.c_str());
+    // With two candidates the sweep's recommendation explains the same pair: said once, below.
+    if (!swept || swept->recommendation.explanation != compared.compared.explanation)
+      std::printf("\n%s", compared.compared.explanation.c_str());
     if (peak > 0) std::printf("MFU: %.1f TFLOP per step at a %.0f TFLOP/s peak\n", step_flops / 1e12, peak / 1e12);
+    if (swept) std::printf("\n%s", traceml::format_sweep(*swept).c_str());
 
     // One JSON summary: the traceml runs (schema in docs/json-schema.md) plus the comparison.
     auto doc = nlohmann::json::parse(traceml::json_summary(all_runs));
     doc["comparison"] = qwen3::comparison_json(compared);
+    if (swept) doc["sweep"] = nlohmann::json::parse(traceml::sweep_json(*swept));
     traceml::write_html_report(o.out + "/accumulation_report.html", all_runs, "traceml: gradient accumulation, " +
                                (o.model_dir.empty() ? o.preset : o.model_dir) + ", " + o.dtype,
-                               compared.compared.explanation);
+                               compared.compared.explanation, swept ? traceml::html_sweep_section(*swept) : "");
     const std::string path = o.out + "/accumulation_summary.json";
     std::ofstream f(path);
     f << doc.dump(1) << "\n";
