@@ -35,6 +35,7 @@ targets="traceml_gpu_tests qwen3_overhead"
 want pm && targets+=" pm_sampling_probe"
 want parity && targets+=" qwen3_logits"
 want qwen3 && targets+=" traceml_qwen3_tests"
+want sweep && targets+=" traceml_torch_adapter_compile"
 # shellcheck disable=SC2086
 cmake --build "$build" -j"$(nproc)" --target $targets -- -k 0 >"$out/build.log" 2>&1 || grep -E "error|FAILED" -A5 "$out/build.log" | head -60
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
@@ -116,6 +117,8 @@ if want qwen3; then
 fi
 
 if want sweep; then
+  stamp "LibTorch adapter: out-of-memory errors recognised, device memory"
+  timeout 60 "$build/tests/gpu/traceml_torch_adapter_compile" 2>&1 | tail -3
   # 128x1 without checkpointing ran out of memory inside forward on the H200: the probes go down
   # until a micro-batch fits, and the candidates after an OOM are measured whole.
   stamp "schedule sweep: effective batch 128, no checkpointing (out of memory expected)"
