@@ -150,6 +150,11 @@ inline std::string memory_text(const sweep_candidate& c) {
   return s;
 }
 
+/// What a candidate's spread is: its repeats' medians, or with one repeat its steps' p10..p90.
+inline const char* spread_basis(const sweep_candidate& c) {
+  return c.column.repeats > 1 ? "the ranges of the repeats' medians" : "the p10..p90 ranges of step time";
+}
+
 /// The ranges of two candidates' medians (per example) overlap: they cannot be told apart.
 inline bool within_spread(const sweep_candidate& a, const sweep_candidate& b) {
   return a.spread_lo_ms_per_example <= b.spread_hi_ms_per_example &&
@@ -199,7 +204,7 @@ inline sweep_recommendation recommend(const std::vector<const sweep_candidate*>&
       rec.confidence = sweep_confidence::clear;
       rec.reason = best.name() + " is the fastest: " + speed_text(best) + ", " + fixed_text(other->ratio_to_best, 2) +
                    "x faster per example than the next, " + other->name() + " (" + speed_text(*other) +
-                   "), beyond the spread of the repeats (" + best.name() + " " + spread_text(best, !one_batch) + ", " +
+                   "), beyond the noise (" + spread_basis(best) + ": " + best.name() + " " + spread_text(best, !one_batch) + ", " +
                    other->name() + " " + spread_text(*other, !one_batch) + ").";
     } else {
       rec.confidence = sweep_confidence::tie;
@@ -207,7 +212,7 @@ inline sweep_recommendation recommend(const std::vector<const sweep_candidate*>&
       for (std::size_t i = 0; i < tied.size(); ++i)
         names += (i == 0 ? "" : i + 1 == tied.size() ? " and " : ", ") + tied[i]->name() + " " +
                  spread_text(*tied[i], !one_batch);
-      rec.reason = "A tie: the ranges of the repeats' medians overlap (" + names + "), so the difference is noise. ";
+      rec.reason = std::string("A tie: ") + spread_basis(best) + " overlap (" + names + "), so the difference is noise. ";
       const bool memory = std::all_of(tied.begin(), tied.end(), [](const sweep_candidate* c) { return c->peak_reserved_bytes >= 0; });
       if (memory) {
         pick = *std::min_element(tied.begin(), tied.end(), [](const sweep_candidate* a, const sweep_candidate* b) {

@@ -158,7 +158,8 @@ TEST_CASE("the sweep probes down to the largest micro-batch that fits, then meas
   CHECK(rec.compared_with == "2x4");
   CHECK(contains(rec.reason, "4x2 is the fastest: 40.0 ms per step, 5.00 ms per example, 1.50x faster per example "
                              "than the next, 2x4"));
-  CHECK(contains(rec.reason, "(4x2 39.0..41.0 ms per step, 2x4 59.0..61.0 ms per step)"));
+  CHECK(contains(rec.reason, "beyond the noise (the ranges of the repeats' medians: 4x2 39.0..41.0 ms per step, "
+                             "2x4 59.0..61.0 ms per step)"));
   CHECK(contains(rec.reason, "Memory: peak 30.0 GiB reserved, 70% of the device free."));
   CHECK(contains(rec.explanation, "Why 2x4 is slower than 4x2: +20.0 ms per step"));
 
@@ -281,6 +282,7 @@ TEST_CASE("max_candidates measures the largest fitting micro-batches only", "[sw
   CHECK(c.note == "not measured: only the 2 largest micro-batches that fit are measured (max_candidates)");
   // One repeat: the spread is p10..p90 of the steps.
   CHECK(contains(format_sweep(r), "spread: p10..p90 of the measured steps' times (one repeat)"));
+  CHECK(contains(r.recommendation.reason, "beyond the noise (the p10..p90 ranges of step time: 4x2 40.0..40.0 ms per step"));
 }
 
 TEST_CASE("larger effective batches are ranked by time per example", "[sweep]") {
