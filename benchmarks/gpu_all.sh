@@ -4,7 +4,8 @@
 # kernel records, their cost); the profiling overhead on the Qwen3 trainer (eager, then CUDA graphs); the
 # C++ trainer against the Python reference side by side; the reference experiment (qwen3-1.7b, 100
 # steps, bf16, checkpointing); logit parity with transformers; the qwen3 tests on this LibTorch; the
-# chunked loss against the full logits and fp16 (loss scaling) against bf16, each side by side.
+# chunked loss against the full logits and fp16 (loss scaling) against bf16, each side by side; the
+# schedule sweep (a case that runs out of memory, and one whose candidates are close).
 # Logs and JSON go to OUT_DIR. PARTS picks a subset (default: all of them).
 #
 #   benchmarks/gpu_all.sh OUT_DIR [DEPS_DIR]
@@ -19,7 +20,7 @@ build=${BUILD:-/tmp/traceml-gpu-build}
 mkdir -p "$out"
 t0=$(date +%s)
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
-parts=${PARTS:-tests pm overhead pm_overhead side_by_side experiment parity qwen3 chunked_loss fp16}
+parts=${PARTS:-tests pm overhead pm_overhead side_by_side experiment parity qwen3 chunked_loss fp16 sweep}
 want() { [[ " $parts " == *" $1 "* ]]; }
 
 tp=$(python3 -c 'import torch, torch.utils; print(torch.utils.cmake_prefix_path)')
@@ -31,10 +32,11 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_
 grep "traceml:" "$out/configure.log"
 stamp "build"
 targets="traceml_gpu_tests qwen3_overhead"
-{ want side_by_side || want experiment || want pm || want chunked_loss || want fp16; } && targets+=" qwen3_accumulation"
+{ want side_by_side || want experiment || want pm || want chunked_loss || want fp16 || want sweep; } && targets+=" qwen3_accumulation"
 want pm && targets+=" pm_sampling_probe"
 want parity && targets+=" qwen3_logits"
 want qwen3 && targets+=" traceml_qwen3_tests qwen3_step_timing qwen3_logits traceml"  # the ctest -R qwen3 programs
+want sweep && targets+=" traceml_torch_adapter_compile"
 # shellcheck disable=SC2086
 cmake --build "$build" -j"$(nproc)" --target $targets -- -k 0 >"$out/build.log" 2>&1 || grep -E "error|FAILED" -A5 "$out/build.log" | head -60
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
@@ -159,4 +161,30 @@ if want fp16; then
   # fp16 with dynamic loss scaling against bf16: step time, loss trajectories, skipped steps.
   VARIANT_STEPS=${FP16_STEPS:-100} variants_side_by_side fp16 200 "bf16:--dtype bf16" "fp16:--dtype fp16"
 fi
+
+if want sweep; then
+  stamp "LibTorch adapter: out-of-memory errors recognised, device memory"
+  timeout 60 "$build/tests/gpu/traceml_torch_adapter_compile" 2>&1 | tail -3
+  # 128x1 without checkpointing ran out of memory inside forward on the H200: the probes go down
+  # until a micro-batch fits, and the candidates after an OOM are measured whole.
+  stamp "schedule sweep: effective batch 128, no checkpointing (out of memory expected)"
+  mkdir -p "$out/sweep_oom"
+  timeout 420 "$build/examples/qwen3/qwen3_accumulation" --sweep 128 --no-checkpointing --steps 6 --warmup 2 \
+    --repeats 2 --sweep-candidates 2 --no-traces --out "$out/sweep_oom" >"$out/sweep_oom.log" 2>"$out/sweep_oom.err"
+  echo "rc=$?"; grep '^\[sweep\]' "$out/sweep_oom.err"; sed -n '/^Schedule sweep/,$p' "$out/sweep_oom.log"
+  # Large micro-batches with CUDA graphs fill the GPU alike: 16x1 and 8x2 are close, often a tie.
+  stamp "schedule sweep: effective batch 16, CUDA graphs (close candidates)"
+  mkdir -p "$out/sweep_close"
+  timeout 300 "$build/examples/qwen3/qwen3_accumulation" --sweep 16 --cuda-graphs --steps 20 --warmup 5 \
+    --repeats 3 --sweep-candidates 3 --no-traces --out "$out/sweep_close" >"$out/sweep_close.log" 2>"$out/sweep_close.err"
+  echo "rc=$?"; grep '^\[sweep\]' "$out/sweep_close.err"; sed -n '/^Schedule sweep/,$p' "$out/sweep_close.log"
+  # Without the sweep: the schedule after one that ran out of memory inside forward must be measured
+  # whole (it read "0 steps measured" and 0.0 ms before profilers abandoned the interrupted step).
+  stamp "a schedule after an out-of-memory one: --schedules 96x1,1x96"
+  mkdir -p "$out/after_oom"
+  timeout 120 "$build/examples/qwen3/qwen3_accumulation" --schedules 96x1,1x96 --steps 2 --warmup 0 \
+    --no-checkpointing --gpu-timing off --no-traces --out "$out/after_oom" >"$out/after_oom.log" 2>&1
+  echo "rc=$?"; grep -E "^schedule 96x1|median step ms|measured steps" "$out/after_oom.log"
+fi
+
 stamp "done"

@@ -6,6 +6,7 @@
 //                                              #           CPU -> tiny, 40 steps, fp32, seq 128
 //   qwen3_accumulation --schedules 1x4,2x2,4x1 --steps 100 --repeats 3 --out results/
 //   qwen3_accumulation --model-dir /path/to/Qwen3-1.7B --data tokens.u32
+//   qwen3_accumulation --sweep 8                # which MxA of 8 fits and is fastest (schedule_sweep.hpp)
 //
 // Each schedule starts from the same weights (same seed, or the same snapshot) and the same adapter
 // initialisation, so only the schedule differs.
@@ -31,20 +32,21 @@
 #include "comparison.hpp"
 #include "experiment_report.hpp"
 #include "qwen3.hpp"
+#include "schedule_sweep.hpp"
+#include "trainer.hpp"
 
 #if QWEN3_WITH_GPU_SOURCES
 #include <cuda_runtime_api.h>
 #include <traceml/gpu/cupti_source.hpp>
 #include <traceml/torch_adapter.hpp>
-#if TRACEML_TORCH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
 #endif
 
 namespace {
 
 struct experiment_options {
   std::string schedules = "1x4,2x2,4x1";
+  std::int64_t sweep = 0;            // > 0: sweep every MxA of this effective batch instead of `schedules`
+  std::size_t sweep_candidates = 4;  // the largest micro-batches that fit, measured by the sweep
   std::int64_t steps = 0;            // 0: 100 on a GPU, 40 on the CPU
   std::size_t warmup = 5;
   std::int64_t seq_len = 0;          // 0: 512 on a GPU, 128 on the CPU
@@ -107,10 +109,7 @@ double flops_per_step(const qwen3::config& c, std::int64_t seq, std::int64_t exa
   return 2 * fwd_per_token * static_cast<double>(seq * examples);
 }
 
-bool is_out_of_memory(const std::exception& e) {
-  const std::string what = e.what();
-  return what.find("out of memory") != std::string::npos || what.find("OutOfMemory") != std::string::npos;
-}
+bool is_out_of_memory(const std::exception& e) { return traceml::libtorch::is_out_of_memory(e); }
 
 std::unique_ptr<traceml::gpu_source> make_gpu_source(const experiment_options& o, const torch::Device& device) {
 #if QWEN3_WITH_GPU_SOURCES
@@ -140,11 +139,31 @@ void synchronize(const torch::Device& device) {
 
 /// After a schedule (and after an OOM), give cached blocks back so the next schedule starts clean.
 void release_cached_memory(const torch::Device& device) {
-#if QWEN3_WITH_GPU_SOURCES && TRACEML_TORCH_CUDA
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
-#else
-  (void)device;
-#endif
+  if (device.is_cuda()) traceml::libtorch::release_cached_memory();
+}
+
+/// `--sweep N`: the library's sweep over this trainer (schedule_sweep.hpp), its runs echoing the
+/// experiment's settings.
+traceml::sweep_result run_sweep_mode(const experiment_options& o, const qwen3::trainer_setup& setup,
+                                     const std::string& device_name, const qwen3::token_source& data) {
+  qwen3::sweep_setup s;
+  s.trainer = setup;
+  s.effective_batch = o.sweep;
+  s.steps = static_cast<std::size_t>(o.steps);
+  s.warmup = o.warmup;
+  s.repeats = static_cast<std::size_t>(o.repeats);
+  s.max_candidates = o.sweep_candidates;
+  s.out = o.out;
+  s.traces = o.traces;
+  s.config = {{"model", o.model_dir.empty() ? o.preset : o.model_dir},
+              {"dtype", o.dtype},
+              {"seq_len", std::to_string(o.seq_len)},
+              {"checkpointing", o.checkpointing ? "on" : "off"},
+              {"cuda_graphs", o.cuda_graphs ? "requested" : "off"},
+              {"loss_chunk", std::to_string(o.loss_chunk)},
+              {"device", device_name}};
+  s.gpu_source = [&o, &setup] { return make_gpu_source(o, setup.device); };
+  return qwen3::run_schedule_sweep(s, data);
 }
 
 std::string gpu_name() {
@@ -162,8 +181,15 @@ int main(int argc, char** argv) {
   experiment_options o;
   CLI::App app{"The gradient-accumulation experiment: same effective batch, different micro-batch x accumulation, "
                "profiled phase by phase and kernel by kernel with traceml."};
-  app.add_option("--schedules", o.schedules, "comma-separated MxA schedules sharing one effective batch")
-      ->check(qwen3::schedule_list())->capture_default_str();
+  auto* schedules_opt = app.add_option("--schedules", o.schedules, "comma-separated MxA schedules sharing one effective batch")
+                            ->check(qwen3::schedule_list())->capture_default_str();
+  app.add_option("--sweep", o.sweep,
+                 "instead of --schedules: every MxA of this effective batch, probed for memory from the largest micro-batch "
+                 "down, measured in interleaved repeats (default 3), ranked, with a recommendation (default 20 steps on a "
+                 "GPU, 8 on the CPU)")
+      ->check(CLI::Range(std::int64_t{1}, qwen3::max_examples_per_step))->excludes(schedules_opt);
+  app.add_option("--sweep-candidates", o.sweep_candidates,
+                 "with --sweep: how many of the largest micro-batches that fit are measured (0: all)")->capture_default_str();
   app.add_option("--steps", o.steps, "optimizer steps per schedule (default: 100 on a GPU, 40 on the CPU)")
       ->check(qwen3::whole_number(1, 1000000000));
   app.add_option("--warmup", o.warmup, "leading steps excluded from statistics")
@@ -212,18 +238,21 @@ int main(int argc, char** argv) {
 
   try {
     qwen3::create_output_folder(o.out);
-    const auto schedules = qwen3::parse_schedules(o.schedules);
+    const auto schedules = o.sweep ? qwen3::sweep_schedules(o.sweep) : qwen3::parse_schedules(o.schedules);
     const bool cuda = o.device.empty() ? torch::cuda::is_available() : o.device == "cuda";
     if (cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
     const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-    if (o.steps == 0) o.steps = cuda ? 100 : 40;
+    if (o.steps == 0) o.steps = o.sweep ? (cuda ? 20 : 8) : (cuda ? 100 : 40);
+    if (o.sweep && app.count("--repeats") == 0) o.repeats = 3;  // the spread of repeats decides ties
     if (o.seq_len == 0) o.seq_len = cuda ? 512 : 128;
     if (o.dtype.empty()) o.dtype = cuda ? "bf16" : "fp32";
     if (o.preset.empty()) o.preset = cuda ? "qwen3-1.7b" : "tiny";
     const auto dtype = o.dtype == "bf16" ? torch::kBFloat16 : o.dtype == "fp16" ? torch::kHalf : torch::kFloat32;
     if (dtype == torch::kHalf && !cuda) throw std::runtime_error("--dtype fp16 needs a CUDA device (on the CPU use fp32)");
     const auto cfg = o.model_dir.empty() ? qwen3::preset(o.preset) : qwen3::load_config(o.model_dir);
-    qwen3::check_run_fits(cfg, schedules, o.seq_len, dtype, device, o.checkpointing);  // before any allocation
+    // Before any allocation; a sweep finds out what fits by running it, so only its smallest micro-batch.
+    qwen3::check_run_fits(cfg, o.sweep ? std::vector<qwen3::schedule>{schedules.back()} : schedules, o.seq_len, dtype,
+                          device, o.checkpointing);
     std::unique_ptr<qwen3::token_source> data;
     if (o.data_file.empty()) data = std::make_unique<qwen3::synthetic_tokens>(cfg.vocab_size, o.seq_len, o.seed);
     else data = std::make_unique<qwen3::token_file>(o.data_file, cfg.vocab_size, o.seq_len);
@@ -254,37 +283,30 @@ int main(int argc, char** argv) {
     nlohmann::json training = nlohmann::json::object();  // per run: losses, and fp16's skipped steps
     const qwen3::experiment_report report{o.out, "traceml: gradient accumulation, " + (o.model_dir.empty() ? o.preset : o.model_dir) + ", " + o.dtype,
                                           step_flops, peak};
+    const qwen3::trainer_setup setup{cfg, o.model_dir, dtype, device, o.checkpointing, o.cuda_graphs, o.seq_len, o.seed,
+                                     o.loss_chunk};
+    std::optional<traceml::sweep_result> swept;
+    if (o.sweep) {
+      swept = run_sweep_mode(o, setup, device_name, *data);
+      results = qwen3::sweep_schedule_results(*swept);
+      for (const auto& r : results) all_runs.insert(all_runs.end(), r.runs.begin(), r.runs.end());
+    }
     // SIGINT/SIGTERM: a running schedule stops at its step end and its profiler writes what it has,
     // then the report of every finished step is written (on_signal_finish below) and the process
     // ends by the signal. Between schedules the guard holds the signal until the loop looks.
     traceml::stop_signal_guard stop_guard;
-    for (int rep = 0; rep < o.repeats && !traceml::pending_stop_signal(); ++rep) {
+    // A sweep ran its own interleaved rounds.
+    for (int rep = 0; rep < (swept ? 0 : o.repeats) && !traceml::pending_stop_signal(); ++rep) {
       for (std::size_t si = 0; si < schedules.size() && !traceml::pending_stop_signal(); ++si) {
         const auto& sched = schedules[si];
         if (results[si].failed()) continue;  // an OOM schedule stays OOM
         const std::string name = sched.name() + (o.repeats > 1 ? "#" + std::to_string(rep + 1) : "");
         try {
-          torch::manual_seed(static_cast<std::uint64_t>(o.seed));
-          auto mopts = qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(o.checkpointing)
-                           .loss_chunk(o.loss_chunk);
-          auto model = o.model_dir.empty() ? qwen3::Qwen3(cfg, mopts) : qwen3::from_pretrained(o.model_dir, mopts);
-          qwen3::adamw opt(qwen3::apply_lora(*model, qwen3::lora_options{}));  // fp32 masters for fp16 adapters
-          std::unique_ptr<qwen3::loss_scaler> scaler;
-          if (dtype == torch::kHalf) scaler = std::make_unique<qwen3::loss_scaler>(device);
-          std::unique_ptr<qwen3::graphed_microbatch> graphs;
-          if (o.cuda_graphs) {
-            try {
-              graphs = std::make_unique<qwen3::graphed_microbatch>(*model, opt.params(), sched.micro_batch, o.seq_len,
-                                                                   1.0 / static_cast<double>(sched.accumulation),
-                                                                   scaler ? scaler->scale() : torch::Tensor());
-              graphs->capture(qwen3::microbatch(*data, sched, 0, 0));
-            } catch (const std::exception& e) {
-              if (is_out_of_memory(e)) throw;
-              traceml::report_once("qwen3-graphs", std::string("CUDA graph capture failed, running eager: ") + e.what());
-              graphs.reset();
-              opt.zero_grad();
-            }
-          }
+          auto trainer = qwen3::make_trainer(setup, *data, sched);
+          auto& model = trainer.model;
+          auto& opt = trainer.opt;
+          const auto& graphs = trainer.graphs;
+          const auto& scaler = trainer.scaler;
           synchronize(device);  // model construction must not be billed to the first step
           if (traceml::pending_stop_signal()) break;  // a signal while the model was built: train nothing more
 
@@ -356,7 +378,7 @@ int main(int argc, char** argv) {
       }
     }
 
-    const auto report_failed = qwen3::write_experiment_report(report, results, all_runs, training);
+    const auto report_failed = qwen3::write_experiment_report(report, results, all_runs, training, swept ? &*swept : nullptr);
     failed_outputs.insert(failed_outputs.end(), report_failed.begin(), report_failed.end());
     if (const int sig = traceml::pending_stop_signal()) {  // came between schedules, or while writing
       std::fprintf(stderr, "qwen3_accumulation: %s: stopped; the outputs of the finished steps are written\n",

@@ -19,6 +19,8 @@
 #include <traceml/detail/output_file.hpp>
 #include <traceml/sinks/html_report.hpp>
 #include <traceml/sinks/json_summary.hpp>
+#include <traceml/sinks/sweep_report.hpp>
+#include <traceml/sweep_result.hpp>
 
 #include "comparison.hpp"
 
@@ -57,23 +59,31 @@ struct experiment_report {
 /// Prints the comparison of `results` (stdout) and writes the summary JSON (the runs, schema in
 /// docs/json-schema.md, plus the "comparison") and the HTML report of `runs` into out_dir. Returns
 /// the paths that could not be written; each was said once on stderr with its reason.
-/// `training`: the trainer's per-run facts (losses, fp16's skipped steps), the summary's "training".
+/// `training`: the trainer's per-run facts (losses, fp16's skipped steps), the summary's "training";
+/// `swept`: a sweep's result (--sweep), printed after the comparison, its JSON "sweep" and an HTML section.
 inline std::vector<std::string> write_experiment_report(const experiment_report& r, const std::vector<schedule_result>& results,
                                                         const std::vector<traceml::run_result>& runs,
-                                                        const nlohmann::json& training = nlohmann::json::object()) {
+                                                        const nlohmann::json& training = nlohmann::json::object(),
+                                                        const traceml::sweep_result* swept = nullptr) {
   const auto compared = compare_schedules(results, r.step_flops, r.peak_flops);
   std::printf("\n%s", format_schedules(compared).c_str());
-  std::printf("\n%s", compared.compared.explanation.c_str());
+  // With two candidates the sweep's recommendation explains the same pair: said once, below.
+  if (!swept || swept->recommendation.explanation != compared.compared.explanation)
+    std::printf("\n%s", compared.compared.explanation.c_str());
   if (r.peak_flops > 0)
     std::printf("MFU: %.1f TFLOP per step at a %.0f TFLOP/s peak\n", r.step_flops / 1e12, r.peak_flops / 1e12);
+  if (swept) std::printf("\n%s", traceml::format_sweep(*swept).c_str());
 
   std::vector<std::string> failed;
   const std::string html = r.out_dir + "/" + files::report;
-  if (traceml::write_html_report(html, runs, r.title, compared.compared.explanation)) std::printf("wrote %s\n", html.c_str());
+  if (traceml::write_html_report(html, runs, r.title, compared.compared.explanation,
+                                 swept ? traceml::html_sweep_section(*swept) : ""))
+    std::printf("wrote %s\n", html.c_str());
   else failed.push_back(html);
   auto doc = nlohmann::json::parse(traceml::json_summary(runs));
   doc["comparison"] = comparison_json(compared);
   doc["training"] = training;
+  if (swept) doc["sweep"] = nlohmann::json::parse(traceml::sweep_json(*swept));
   const std::string summary = r.out_dir + "/" + files::summary;
   if (traceml::detail::write_whole_file(summary, "JSON summary", doc.dump(1) + "\n")) std::printf("wrote %s\n", summary.c_str());
   else failed.push_back(summary);

@@ -156,11 +156,11 @@ inline void hook_end(phase_kind kind, const char* name) noexcept {
   end_span(top);
 }
 
-inline void hook_reset_thread() noexcept {
+/// Discards every hook this thread left open (innermost first) without writing a record: the
+/// phase depth, the open step and micro-batch and the NVTX ranges are put back as if they had never
+/// opened, so that the next on_step_begin() opens a step again. Cost: nothing when none is open.
+inline void hook_discard_thread() noexcept {
   auto& s = tls_hooks;
-  if (s.size > 0)
-    report_once("hook-left-open", std::string("on_train_end() with '") + describe_open(s) +
-                                      "' still open; it is discarded");
   while (s.size > 0) {
     open_span& top = s.spans[--s.size];
     if (is_phase(top.kind) && tls_phase_depth > 0) --tls_phase_depth;
@@ -172,6 +172,14 @@ inline void hook_reset_thread() noexcept {
     }
     if (top.active) nvtx_pop();
   }
+}
+
+inline void hook_reset_thread() noexcept {
+  const auto& s = tls_hooks;
+  if (s.size > 0)
+    report_once("hook-left-open", std::string("on_train_end() with '") + describe_open(s) +
+                                      "' still open; it is discarded");
+  hook_discard_thread();
 }
 TRACEML_END_MODE_NAMESPACE
 }  // namespace detail
@@ -189,6 +197,14 @@ TRACEML_BEGIN_MODE_NAMESPACE
 class recording_callback : public callback {
  public:
 #if TRACEML_ENABLED
+  /// After an exception escaped a step that hooks opened (an out-of-memory error inside forward):
+  /// discards the step, micro-batch and phases this thread's hooks left open, writing no record, so
+  /// that the next on_step_begin() opens a step again instead of being ignored as nested. Only the
+  /// calling thread's hooks; RAII scopes need nothing (unwinding closes them). Then finish the run:
+  /// a GPU source still holds the abandoned step's open boundaries, so measure again with a new
+  /// profiler (a profiler destroyed by an exception calls this itself; traceml::sweep does both).
+  /// Cost: nothing when no hook is open.
+  void abandon_step() noexcept { detail::hook_discard_thread(); }
   /// Closes (and reports) whatever hooks this thread left open. Cost: nothing when all are closed.
   void on_train_end() override { detail::hook_reset_thread(); }
   /// Opens a step: as TRACEML_STEP()'s constructor, plus a stack push.
@@ -212,6 +228,8 @@ class recording_callback : public callback {
     if (!is_phase(kind)) return;
     detail::hook_end(kind, name ? name : to_string(kind));
   }
+#else
+  void abandon_step() noexcept {}
 #endif
 };
 TRACEML_END_MODE_NAMESPACE

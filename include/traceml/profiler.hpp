@@ -18,6 +18,7 @@
 #pragma once
 #include <cstdio>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -153,6 +154,9 @@ class profiler : public recording_callback, private recorder_observer {
   }
 
   ~profiler() override {
+    // Destroyed by an exception (out of memory inside a step): the step it interrupted is abandoned,
+    // so that hooks left open on this thread do not swallow the next run's steps.
+    if (std::uncaught_exceptions() > uncaught_at_start_) abandon_step();
     try {
       finish();
     } catch (...) {
@@ -451,6 +455,7 @@ class profiler : public recording_callback, private recorder_observer {
   std::uint64_t late_ = 0;  // records of steps already summarized
   bool attached_ = false;
   bool finished_ = false;
+  int uncaught_at_start_ = std::uncaught_exceptions();  // exceptions in flight when it was built
 };
 #else
 /// Compiled out (TRACEML_DISABLE): the same API, recording nothing.

@@ -7,6 +7,10 @@
 //   o.current_stream = traceml::libtorch::current_stream_provider();
 //   o.memory = traceml::libtorch::caching_allocator_sampler();
 //
+// For a schedule sweep (sweep.hpp): is_out_of_memory() recognises LibTorch's out-of-memory errors
+// (1.13 and 2.x), release_cached_memory() empties the caching allocator between trials, and
+// device_memory_bytes() gives the memory the headroom is of.
+//
 // CUDA parts are compiled when TRACEML_TORCH_CUDA is 1. CMake's traceml::torch target sets it from
 // the LibTorch it found; without CMake define it yourself. It defaults to 0 because the c10/cuda
 // headers alone prove nothing: Debian's CPU-only LibTorch ships them without libc10_cuda.
@@ -14,9 +18,13 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <new>
+#include <string>
 
 #include "traceml/config.hpp"
+#include "traceml/detail/diagnostics.hpp"
 #include "traceml/gpu/gpu_memory.hpp"
 
 #ifndef TRACEML_TORCH_CUDA
@@ -27,6 +35,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
 TRACEML_BEGIN_NAMESPACE
@@ -110,6 +119,55 @@ inline memory_sampler caching_allocator_sampler(int device = -1) {
     s.peak_reserved_bytes = p.reserved;
     return s;
   };
+}
+
+/// Whether `e` says that memory ran out: c10::OutOfMemoryError (what the CUDA caching allocator
+/// throws in LibTorch 2.x), a c10::Error whose message says so (LibTorch 1.13's CUDA allocator:
+/// "CUDA out of memory"; the CPU allocator: "not enough memory", "can't allocate memory"; cuBLAS
+/// failing to allocate its workspace on a full device: "CUBLAS_STATUS_ALLOC_FAILED"), or
+/// std::bad_alloc. For traceml::sweep_options::is_out_of_memory. Cost: a dynamic_cast and a few
+/// substring searches.
+inline bool is_out_of_memory(const std::exception& e) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) || dynamic_cast<const std::bad_alloc*>(&e)) return true;
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  const std::string message = c10_error ? c10_error->msg() : e.what();
+  for (const char* sign : {"out of memory", "not enough memory", "can't allocate memory", "CUBLAS_STATUS_ALLOC_FAILED"})
+    if (message.find(sign) != std::string::npos) return true;
+  return false;
+}
+
+/// Gives the caching allocator's unused blocks back to the device and starts its peak statistics
+/// afresh, so that what runs next (the next sweep candidate) starts as if it ran first. A
+/// CPU-GPU sync point; no-op without CUDA. For traceml::sweep_options::release_memory.
+inline void release_cached_memory(int device = -1) {
+#if TRACEML_TORCH_CUDA
+  if (!cuda_available()) return;
+  ::torch::cuda::synchronize(device);
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  (void)read_allocator_peaks(device, /*reset=*/true);
+#else
+  (void)device;
+#endif
+}
+
+/// Total memory of `device` (-1: the current one) in bytes; -1 without CUDA. For
+/// traceml::sweep_options::device_memory_bytes (the headroom of each candidate's peak).
+inline std::int64_t device_memory_bytes(int device = -1) {
+#if TRACEML_TORCH_CUDA
+  if (!cuda_available()) return -1;
+  try {
+    const int dev = device >= 0 ? device : static_cast<int>(c10::cuda::current_device());
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, dev) != cudaSuccess) return -1;
+    return static_cast<std::int64_t>(p.totalGlobalMem);
+  } catch (const c10::Error& e) {
+    report_once("torch-device-memory", std::string("cannot read the device's memory size: ") + e.what_without_backtrace());
+    return -1;
+  }
+#else
+  (void)device;
+  return -1;
+#endif
 }
 
 }  // namespace libtorch

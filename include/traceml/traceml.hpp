@@ -14,5 +14,8 @@
 #include "traceml/sinks/html_report.hpp"
 #include "traceml/sinks/json_summary.hpp"
 #include "traceml/sinks/report_table.hpp"
+#include "traceml/sinks/sweep_report.hpp"
 #include "traceml/stats.hpp"
 #include "traceml/summary.hpp"
+#include "traceml/sweep.hpp"
+#include "traceml/sweep_result.hpp"

@@ -57,6 +57,33 @@ TEST_CASE("hooks and scopes give identical records", "[callbacks]") {
   CHECK(diagnostic_messages().empty());
 }
 
+TEST_CASE("abandon_step discards what an exception left open, and the next step pairs", "[callbacks]") {
+  reset_recorder();
+  recording_callback rec;
+  callback_list cbs;
+  cbs.add(rec);
+  cbs.on_train_begin();
+  cbs.on_step_begin();
+  cbs.on_microbatch_begin();
+  cbs.on_phase_begin(phase_kind::forward);  // an exception escapes here
+  rec.abandon_step();
+  CHECK(detail::tls_hooks.size == 0);
+  CHECK(detail::tls_phase_depth == 0);
+  CHECK(detail::recorder().step.load() == -1);
+  CHECK(detail::recorder().microbatch.load() == -1);
+  CHECK(drain().empty());  // nothing of the abandoned step is recorded
+
+  traceml_test::hook_step(cbs);
+  cbs.on_train_end();
+  const auto after = shape(drain());
+  reset_recorder();
+  detail::recorder().next_step.store(1);  // the abandoned step took number 0
+  traceml_test::hook_step(cbs);
+  CHECK(after.size() == 10);              // step, optimizer, 2 x (micro-batch, forward, attention, backward)
+  CHECK(after == shape(drain()));         // the same records as on a recorder that never saw the exception
+  CHECK(diagnostic_messages().empty());
+}
+
 TEST_CASE("callback_list calls begin hooks in order and end hooks in reverse", "[callbacks]") {
   std::vector<std::string> log;
   log_callback a(log, "a"), b(log, "b");

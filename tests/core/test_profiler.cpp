@@ -156,6 +156,45 @@ TEST_CASE("the profiler is a trainer callback: hooks in, report at train end", "
   CHECK(prof.result().steps[2].step == 2);
 }
 
+TEST_CASE("a profiler destroyed by an exception inside a step leaves the next one whole", "[profiler][callbacks]") {
+  // An out-of-memory error inside forward: the step, micro-batch and forward hooks stay open; the
+  // next profiler's steps must still pair (they were ignored as nested, "0 steps measured").
+  traceml_test::reset_recorder();
+  profiler_options o;
+  o.print_table = false;
+  o.warmup_steps = 0;
+  try {
+    profiler failing(o);
+    callback_list cbs;
+    cbs.add(failing);
+    cbs.on_train_begin();
+    cbs.on_step_begin();
+    cbs.on_microbatch_begin();
+    cbs.on_phase_begin(phase_kind::forward);
+    throw std::runtime_error("CUDA out of memory");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(detail::tls_hooks.size == 0);
+  profiler next(o);
+  callback_list cbs;
+  cbs.add(next);
+  cbs.on_train_begin();
+  for (int s = 0; s < 3; ++s) {
+    cbs.on_step_begin();
+    cbs.on_phase_begin(phase_kind::forward);
+    spin_for(100us);
+    cbs.on_phase_end(phase_kind::forward);
+    cbs.on_step_end();
+  }
+  cbs.on_train_end();
+  REQUIRE(next.result().summary.steps == 3);
+  const auto& forward = next.result().summary.phases.at(0);
+  CHECK(forward.top_level);  // the abandoned forward left no phase depth behind
+  CHECK(forward.wall_ms.count == 3);
+  CHECK(next.result().summary.step_ms.median >= 0.1);
+  for (const auto& m : diagnostic_messages()) CHECK(m.find("hook") == std::string::npos);
+}
+
 TEST_CASE("GPU facts that arrive late are attached to their steps", "[profiler][gpu]") {
   traceml_test::reset_recorder();
   profiler_options o;

@@ -103,8 +103,10 @@ inline void explanation(std::string& o, const std::string& text) {
 /// and config value is HTML-escaped; the result needs nothing but a browser. `explanation`, when
 /// given, is plain text saying what differs between the runs and why (escaped here; a blank line
 /// starts a new paragraph): shown under the comparison table, or under the run for a single run.
+/// `sections`, when given, is HTML made by another sink (sinks/sweep_report.hpp's
+/// html_sweep_section()), placed first, above the runs.
 inline std::string html_report(const std::vector<run_result>& runs, const std::string& title = "traceml report",
-                               const std::string& explanation = "") {
+                               const std::string& explanation = "", const std::string& sections = "") {
   namespace h = detail::html;
   const h::phase_palette pal(runs);
   std::string o;
@@ -116,6 +118,7 @@ inline std::string html_report(const std::vector<run_result>& runs, const std::s
   o += "<header>\n<h1>" + h::escape(title) + "</h1>\n<p class=\"meta\">traceml " TRACEML_VERSION_STRING " &middot; " +
        std::to_string(runs.size()) + (runs.size() == 1 ? " run" : " runs") +
        " &middot; times in milliseconds; statistics over the steps after warm-up</p>\n</header>\n";
+  o += sections;
   if (runs.empty()) {
     o += "<p class=\"muted\">No runs.</p>\n</body>\n</html>\n";
     return o;
@@ -200,10 +203,11 @@ inline std::string html_report(const std::vector<run_result>& runs, const std::s
   return o;
 }
 
-/// Writes html_report(runs, title, explanation) to `path`; false (reported once) when it cannot.
+/// Writes html_report(runs, title, explanation, sections) to `path`; false (reported once) when it cannot.
 inline bool write_html_report(const std::string& path, const std::vector<run_result>& runs,
-                              const std::string& title = "traceml report", const std::string& explanation = "") {
-  return detail::write_whole_file(path, "HTML report", html_report(runs, title, explanation));
+                              const std::string& title = "traceml report", const std::string& explanation = "",
+                              const std::string& sections = "") {
+  return detail::write_whole_file(path, "HTML report", html_report(runs, title, explanation, sections));
 }
 
 TRACEML_END_NAMESPACE
