@@ -1,6 +1,6 @@
 // qwen3/model.hpp: a Qwen3 decoder in LibTorch C++, top to bottom:
-//   RMSNorm -> rotary embeddings -> attention (GQA, per-head q/k RMSNorm) -> SwiGLU MLP -> decoder
-//   layer -> model (embedding, layers, final norm, tied head, causal-LM loss).
+//   RMSNorm -> attention (GQA, per-head q/k RMSNorm) -> SwiGLU MLP -> decoder layer -> model
+//   (embedding, layers, final norm, tied head, causal-LM loss). Rotary embeddings: rope.hpp.
 //
 //   auto cfg = qwen3::preset("qwen3-1.7b");
 //   qwen3::Qwen3 model(cfg, qwen3::model_options().dtype(torch::kBFloat16).device(torch::kCUDA));
@@ -26,6 +26,7 @@
 #include "checkpoint.hpp"
 #include "config.hpp"
 #include "lora.hpp"
+#include "rope.hpp"
 
 // Fused LibTorch operators by version. Each has a plain fallback with the same math.
 #if TORCH_VERSION_MAJOR >= 2
@@ -104,36 +105,6 @@ class RMSNormImpl : public torch::nn::Module {
   bool fused_;
 };
 TORCH_MODULE(RMSNorm);
-
-// ---- rotary embeddings -----------------------------------------------------------------------------
-
-/// cos and sign-folded sin tables for positions [0, seq), shape [seq, 1, head_dim] (broadcast over
-/// heads of a [batch, seq, heads, head_dim] tensor), in the model dtype.
-struct rotary_tables {
-  torch::Tensor cos;
-  torch::Tensor sin_signed;  ///< [-sin | +sin] over the two halves (see apply_rotary)
-};
-
-inline rotary_tables make_rotary_tables(std::int64_t seq, std::int64_t head_dim, double theta,
-                                        torch::TensorOptions o) {
-  // inv_freq_i = theta^(-2i/d), angles in fp32 as transformers computes them.
-  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(o.device());
-  auto exponent = torch::arange(0, head_dim, 2, f32.dtype(torch::kInt64)).to(torch::kFloat32) / head_dim;
-  auto inv_freq = 1.0 / torch::pow(theta, exponent);
-  auto angles = torch::outer(torch::arange(seq, f32), inv_freq);  // [seq, d/2]
-  auto c = angles.cos(), s = angles.sin();
-  rotary_tables t;
-  t.cos = torch::cat({c, c}, -1).to(o.dtype()).unsqueeze(1);
-  t.sin_signed = torch::cat({-s, s}, -1).to(o.dtype()).unsqueeze(1);
-  return t;
-}
-
-/// x * cos + rotate_half(x) * sin, where rotate_half(x) = [-x2 | x1]. Swapping the halves is a roll
-/// by d/2, and the minus sign lives in the table, so this is three kernels (roll, mul, addcmul) instead
-/// of slice/neg/cat/mul/mul/add.
-inline torch::Tensor apply_rotary(const torch::Tensor& x, const rotary_tables& t) {
-  return torch::addcmul(x * t.cos, x.roll(x.size(-1) / 2, -1), t.sin_signed);
-}
 
 // ---- attention -------------------------------------------------------------------------------------
 
@@ -334,7 +305,8 @@ class Qwen3Impl : public torch::nn::Module {
     if (!rope_.cos.defined() || rope_seq_ != seq || rope_.cos.device() != to.device() ||
         rope_.cos.scalar_type() != embed_tokens.scalar_type()) {
       torch::NoGradGuard no_grad;
-      rope_ = make_rotary_tables(seq, cfg_.head_dim, cfg_.rope_theta, to);
+      const auto inv_freq = rotary_inv_freq(cfg_.head_dim, cfg_.rope_theta, cfg_.rope_scaling, to.device());
+      rope_ = make_rotary_tables(seq, inv_freq, to);
       rope_seq_ = seq;
     }
     return rope_;
