@@ -38,7 +38,7 @@ namespace qwen3 {
 #if QWEN3_HAVE_CUDA_GRAPHS
 class graphed_microbatch {
  public:
-  graphed_microbatch(Qwen3Impl& model, std::vector<torch::Tensor> trainable, std::int64_t micro_batch,
+  graphed_microbatch(CausalLMImpl& model, std::vector<torch::Tensor> trainable, std::int64_t micro_batch,
                      std::int64_t seq_len, double loss_scale)
       : model_(model), trainable_(std::move(trainable)), loss_scale_(loss_scale) {
     const auto device = model.embed_tokens.device();
@@ -96,7 +96,7 @@ class graphed_microbatch {
   void zero_grads() {
     for (auto& p : trainable_) p.mutable_grad().zero_();
   }
-  Qwen3Impl& model_;
+  CausalLMImpl& model_;
   std::vector<torch::Tensor> trainable_;
   double loss_scale_;
   torch::Tensor static_ids_, static_loss_;

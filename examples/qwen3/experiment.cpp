@@ -6,6 +6,7 @@
 //                                              #           CPU -> tiny, 40 steps, fp32, seq 128
 //   qwen3_accumulation --schedules 1x4,2x2,4x1 --steps 100 --repeats 3 --out results/
 //   qwen3_accumulation --model-dir /path/to/Qwen3-1.7B --data tokens.u32
+//   qwen3_accumulation --preset llama-3.2-1b           # the Llama family (llama.hpp); a Llama --model-dir too
 //
 // Each schedule starts from the same weights (same seed, or the same snapshot) and the same adapter
 // initialisation, so only the schedule differs.
@@ -161,7 +162,8 @@ int main(int argc, char** argv) {
   app.add_option("--seq-len", o.seq_len, "tokens per example (default: 512 on a GPU, 128 on the CPU)")->check(CLI::NonNegativeNumber);
   app.add_option("--dtype", o.dtype, "bf16 | fp32 (default: bf16 on a GPU, fp32 on the CPU)")->check(CLI::IsMember({"bf16", "fp32"}));
   app.add_option("--device", o.device, "cuda | cpu (default: cuda when available)")->check(CLI::IsMember({"cuda", "cpu"}));
-  app.add_option("--preset", o.preset, "model preset: qwen3-1.7b | qwen3-0.6b | tiny (default: qwen3-1.7b on a GPU, tiny on the CPU)");
+  app.add_option("--preset", o.preset, "model preset: qwen3-1.7b | qwen3-0.6b | tiny | llama-3.2-1b | llama-tiny "
+                                      "(default: qwen3-1.7b on a GPU, tiny on the CPU)");
   app.add_option("--model-dir", o.model_dir, "Hugging Face snapshot folder (config.json + safetensors) instead of a preset");
   app.add_option("--data", o.data_file, "token-id file (flat little-endian uint32) instead of synthetic tokens");
   app.add_option("--gpu-timing", o.gpu_timing, "auto (CUPTI kernel attribution, else CUDA events) | events | off")
@@ -229,7 +231,7 @@ int main(int argc, char** argv) {
         try {
           torch::manual_seed(static_cast<std::uint64_t>(o.seed));
           auto mopts = qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(o.checkpointing);
-          auto model = o.model_dir.empty() ? qwen3::Qwen3(cfg, mopts) : qwen3::from_pretrained(o.model_dir, mopts);
+          auto model = o.model_dir.empty() ? qwen3::make_model(cfg, mopts) : qwen3::from_pretrained(o.model_dir, mopts);
           qwen3::adamw opt(qwen3::apply_lora(*model, qwen3::lora_options{}));
           std::unique_ptr<qwen3::graphed_microbatch> graphs;
           if (o.cuda_graphs) {
