@@ -5,7 +5,8 @@
 # C++ trainer against the Python reference side by side; the reference experiment (qwen3-1.7b, 100
 # steps, bf16, checkpointing); logit parity with transformers; the qwen3 tests on this LibTorch; the
 # chunked loss against the full logits and fp16 (loss scaling) against bf16, each side by side; the
-# schedule sweep (a case that runs out of memory, and one whose candidates are close).
+# schedule sweep (a case that runs out of memory, and one whose candidates are close); the Llama
+# family (parity, then the experiment on llama-3.2-1b).
 # Logs and JSON go to OUT_DIR. PARTS picks a subset (default: all of them).
 #
 #   benchmarks/gpu_all.sh OUT_DIR [DEPS_DIR]
@@ -20,7 +21,7 @@ build=${BUILD:-/tmp/traceml-gpu-build}
 mkdir -p "$out"
 t0=$(date +%s)
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
-parts=${PARTS:-tests pm overhead pm_overhead side_by_side experiment parity qwen3 chunked_loss fp16 sweep}
+parts=${PARTS:-tests pm overhead pm_overhead side_by_side experiment parity llama_parity llama_experiment qwen3 chunked_loss fp16 sweep}
 want() { [[ " $parts " == *" $1 "* ]]; }
 
 tp=$(python3 -c 'import torch, torch.utils; print(torch.utils.cmake_prefix_path)')
@@ -32,9 +33,9 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_
 grep "traceml:" "$out/configure.log"
 stamp "build"
 targets="traceml_gpu_tests qwen3_overhead"
-{ want side_by_side || want experiment || want pm || want chunked_loss || want fp16 || want sweep; } && targets+=" qwen3_accumulation"
+{ want side_by_side || want experiment || want pm || want chunked_loss || want fp16 || want sweep || want llama_experiment; } && targets+=" qwen3_accumulation"
 want pm && targets+=" pm_sampling_probe"
-want parity && targets+=" qwen3_logits"
+{ want parity || want llama_parity; } && targets+=" qwen3_logits"
 want qwen3 && targets+=" traceml_qwen3_tests qwen3_step_timing qwen3_logits traceml"  # the ctest -R qwen3 programs
 want sweep && targets+=" traceml_torch_adapter_compile"
 # shellcheck disable=SC2086
@@ -117,9 +118,23 @@ if want pm_overhead; then
 fi
 
 if want parity; then
-  stamp "logit parity with transformers"
+  stamp "logit parity with transformers (Qwen3)"
   timeout 60 python3 "$root/tests/qwen3/hf_parity.py" --tool "$build/examples/qwen3/qwen3_logits" --device cuda \
-    >"$out/hf_parity.log" 2>&1; echo "rc=$?"; tail -3 "$out/hf_parity.log"
+    --family qwen3 >"$out/hf_parity.log" 2>&1; echo "rc=$?"; tail -3 "$out/hf_parity.log"
+fi
+
+if want llama_parity; then
+  stamp "logit parity with transformers (Llama)"
+  timeout 60 python3 "$root/tests/qwen3/hf_parity.py" --tool "$build/examples/qwen3/qwen3_logits" --device cuda \
+    --family llama >"$out/hf_parity_llama.log" 2>&1; echo "rc=$?"; cat "$out/hf_parity_llama.log"
+fi
+
+if want llama_experiment; then
+  stamp "the experiment on llama-3.2-1b: ${LLAMA_STEPS:-50} steps, bf16, checkpointing"
+  mkdir -p "$out/llama_experiment"
+  timeout 150 "$build/examples/qwen3/qwen3_accumulation" --preset llama-3.2-1b --steps "${LLAMA_STEPS:-50}" \
+    --out "$out/llama_experiment" 2>&1 | grep -v '^\[' >"$out/llama_experiment.log"
+  tail -32 "$out/llama_experiment.log"
 fi
 
 if want qwen3; then

@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
 
     for (const auto& sched : qwen3::parse_schedules(schedules)) {
       torch::manual_seed(seed);
-      auto model = qwen3::Qwen3(cfg, qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(checkpointing));
+      auto model = qwen3::make_model(cfg, qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(checkpointing));
       qwen3::adamw opt(qwen3::apply_lora(*model, qwen3::lora_options{}));
       std::unique_ptr<qwen3::graphed_microbatch> graphs;
       if (cuda_graphs) {

@@ -46,7 +46,7 @@ class graphed_microbatch {
   /// loss_scale: a constant factor of the loss (1/A); dynamic_scale: an optional 0-dim device tensor
   /// the backward's seed is multiplied by at each replay (loss_scaler::scale()); the loss that
   /// forward() returns is not multiplied by it.
-  graphed_microbatch(Qwen3Impl& model, std::vector<torch::Tensor> trainable, std::int64_t micro_batch,
+  graphed_microbatch(CausalLMImpl& model, std::vector<torch::Tensor> trainable, std::int64_t micro_batch,
                      std::int64_t seq_len, double loss_scale, torch::Tensor dynamic_scale = {})
       : model_(model), trainable_(std::move(trainable)), loss_scale_(loss_scale),
         dynamic_scale_(std::move(dynamic_scale)) {
@@ -114,7 +114,7 @@ class graphed_microbatch {
   void zero_grads() {
     for (auto& p : trainable_) p.mutable_grad().zero_();
   }
-  Qwen3Impl& model_;
+  CausalLMImpl& model_;
   std::vector<torch::Tensor> trainable_;
   double loss_scale_;
   torch::Tensor dynamic_scale_;

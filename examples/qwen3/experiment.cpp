@@ -7,6 +7,7 @@
 //   qwen3_accumulation --schedules 1x4,2x2,4x1 --steps 100 --repeats 3 --out results/
 //   qwen3_accumulation --model-dir /path/to/Qwen3-1.7B --data tokens.u32
 //   qwen3_accumulation --sweep 8                # which MxA of 8 fits and is fastest (schedule_sweep.hpp)
+//   qwen3_accumulation --preset llama-3.2-1b           # the Llama family (llama.hpp); a Llama --model-dir too
 //
 // Each schedule starts from the same weights (same seed, or the same snapshot) and the same adapter
 // initialisation, so only the schedule differs.
@@ -201,7 +202,8 @@ int main(int argc, char** argv) {
                  "and fp32 master weights of the adapters, on a GPU")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   app.add_option("--device", o.device, "cuda | cpu (default: cuda when available)")->check(CLI::IsMember({"cuda", "cpu"}));
-  app.add_option("--preset", o.preset, "model preset: qwen3-1.7b | qwen3-0.6b | tiny (default: qwen3-1.7b on a GPU, tiny on the CPU)");
+  app.add_option("--preset", o.preset, "model preset: qwen3-1.7b | qwen3-0.6b | tiny | llama-3.2-1b | llama-tiny "
+                                      "(default: qwen3-1.7b on a GPU, tiny on the CPU)");
   app.add_option("--model-dir", o.model_dir, "Hugging Face snapshot folder (config.json + safetensors) instead of a preset");
   app.add_option("--data", o.data_file, "token-id file (flat little-endian uint32) instead of synthetic tokens");
   app.add_option("--gpu-timing", o.gpu_timing, "auto (CUPTI kernel attribution, else CUDA events) | events | off")

@@ -114,8 +114,8 @@ inline void check_run_fits(const config& c, const std::vector<schedule>& schedul
                            torch::Dtype dtype, const torch::Device& device, bool checkpointing) {
   if (seq_len > c.max_position_embeddings)
     throw std::invalid_argument("sequence length " + std::to_string(seq_len) + " is above max_position_embeddings " +
-                                std::to_string(c.max_position_embeddings) + " of qwen3 config '" + c.name +
-                                "' (rotary positions beyond it were never trained)");
+                                std::to_string(c.max_position_embeddings) + " of " + c.label() +
+                                " (rotary positions beyond it were never trained)");
   std::int64_t largest = 0;
   for (const auto& s : schedules) {
     (void)tokens_per_step(s, seq_len);  // throws on overflow, naming the schedule
@@ -131,8 +131,8 @@ inline void check_run_fits(const config& c, const std::vector<schedule>& schedul
     return;
   }
   check_memory(e, *available, device.is_cuda() ? "the GPU (free memory)" : "the host (physical memory)",
-               "qwen3 config '" + c.name + "', micro-batch " + std::to_string(largest) + " x " +
-                   std::to_string(seq_len) + " tokens, " + c10::toString(dtype) +
+               c.label() + ", micro-batch " + std::to_string(largest) + " x " + std::to_string(seq_len) +
+                   " tokens, " + c10::toString(dtype) +
                    (checkpointing ? ", checkpointing on" : ", checkpointing off"));
 }
 

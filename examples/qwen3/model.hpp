@@ -1,17 +1,22 @@
 // qwen3/model.hpp: a Qwen3 decoder in LibTorch C++, top to bottom:
-//   RMSNorm -> rotary embeddings -> attention (GQA, per-head q/k RMSNorm) -> SwiGLU MLP -> decoder
-//   layer -> model (embedding, layers, final norm, tied head, causal-LM loss).
+//   RMSNorm -> attention (GQA; Qwen3's with per-head q/k RMSNorm) -> SwiGLU MLP -> decoder layer ->
+//   model (embedding, layers, final norm, tied head, causal-LM loss). Rotary embeddings: rope.hpp.
 //
 //   auto cfg = qwen3::preset("qwen3-1.7b");
 //   qwen3::Qwen3 model(cfg, qwen3::model_options().dtype(torch::kBFloat16).device(torch::kCUDA));
 //   auto adapters = qwen3::apply_lora(*model, {});        // lora.hpp
 //   auto loss = model->loss(ids);                         // ids: [batch, seq] int64 on the model's device
 //
+// Everything but Qwen3's attention is shared with the Llama family (llama.hpp), which differs only in
+// its attention (no q/k norm) and its config (llama3 rotary scaling, see rope.hpp): `CausalLM` is the
+// model both build, and what the trainer takes. families.hpp builds the right one from a config.
+//
 // Numerics follow transformers' Qwen3 (modeling_qwen3.py): RMSNorm computes in fp32 and casts back,
 // rotary tables are computed in fp32 and cast to the model dtype, attention scale is head_dim^-0.5,
 // the loss is computed on fp32 log-probabilities. Where this file takes a faster route (fused kernels,
 // stacked projections) the math is the same; the comments say where rounding can differ in bf16.
 #pragma once
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -27,6 +32,7 @@
 #include "chunked_loss.hpp"
 #include "config.hpp"
 #include "lora.hpp"
+#include "rope.hpp"
 
 // Fused LibTorch operators by version. Each has a plain fallback with the same math.
 #if TORCH_VERSION_MAJOR >= 2
@@ -110,42 +116,20 @@ class RMSNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RMSNorm);
 
-// ---- rotary embeddings -----------------------------------------------------------------------------
-
-/// cos and sign-folded sin tables for positions [0, seq), shape [seq, 1, head_dim] (broadcast over
-/// heads of a [batch, seq, heads, head_dim] tensor), in the model dtype.
-struct rotary_tables {
-  torch::Tensor cos;
-  torch::Tensor sin_signed;  ///< [-sin | +sin] over the two halves (see apply_rotary)
-};
-
-inline rotary_tables make_rotary_tables(std::int64_t seq, std::int64_t head_dim, double theta,
-                                        torch::TensorOptions o) {
-  // inv_freq_i = theta^(-2i/d), angles in fp32 as transformers computes them.
-  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(o.device());
-  auto exponent = torch::arange(0, head_dim, 2, f32.dtype(torch::kInt64)).to(torch::kFloat32) / head_dim;
-  auto inv_freq = 1.0 / torch::pow(theta, exponent);
-  auto angles = torch::outer(torch::arange(seq, f32), inv_freq);  // [seq, d/2]
-  auto c = angles.cos(), s = angles.sin();
-  rotary_tables t;
-  t.cos = torch::cat({c, c}, -1).to(o.dtype()).unsqueeze(1);
-  t.sin_signed = torch::cat({-s, s}, -1).to(o.dtype()).unsqueeze(1);
-  return t;
-}
-
-/// x * cos + rotate_half(x) * sin, where rotate_half(x) = [-x2 | x1]. Swapping the halves is a roll
-/// by d/2, and the minus sign lives in the table, so this is three kernels (roll, mul, addcmul) instead
-/// of slice/neg/cat/mul/mul/add.
-inline torch::Tensor apply_rotary(const torch::Tensor& x, const rotary_tables& t) {
-  return torch::addcmul(x * t.cos, x.roll(x.size(-1) / 2, -1), t.sin_signed);
-}
-
 // ---- attention -------------------------------------------------------------------------------------
 
-/// Grouped-query attention with per-head RMSNorm on queries and keys (the Qwen3 change over Qwen2).
-/// q/k/v are one Projection (one GEMM for the frozen base, one adapter per target).
+/// Grouped-query causal self-attention, the part every family shares: q/k/v as one Projection (one
+/// GEMM for the frozen base, one adapter per target), the attention itself, o_proj. A family derives
+/// and writes forward(): what it does to queries and keys between project() and attend_and_project()
+/// (Qwen3Attention below; LlamaAttention in llama.hpp).
 class AttentionImpl : public torch::nn::Module {
  public:
+  /// x: [batch, seq, hidden] -> [batch, seq, hidden]. Causal.
+  virtual torch::Tensor forward(const torch::Tensor& x, const rotary_tables& rope) = 0;
+
+  Projection qkv_proj{nullptr}, o_proj{nullptr};
+
+ protected:
   AttentionImpl(const config& c, const model_options& o)
       : heads_(c.num_heads), kv_heads_(c.num_kv_heads), head_dim_(c.head_dim), fused_(o.fused_),
         shared_kv_(o.shared_kv_) {
@@ -157,24 +141,24 @@ class AttentionImpl : public torch::nn::Module {
                                                       to, o.init_std_));
     o_proj = register_module("o_proj", Projection(c.q_dim(), std::vector<projection_target>{{"o_proj", c.hidden_size}},
                                                   to, o.init_std_));
-    q_norm = register_module("q_norm", RMSNorm(c.head_dim, c.rms_eps, to, o.fused_));
-    k_norm = register_module("k_norm", RMSNorm(c.head_dim, c.rms_eps, to, o.fused_));
   }
 
-  /// x: [batch, seq, hidden] -> [batch, seq, hidden]. Causal.
-  torch::Tensor forward(const torch::Tensor& x, const rotary_tables& rope) {
+  /// q, k, v of x, each [batch, seq, heads, head_dim] (k and v with the key/value heads): views of
+  /// the projection's output, for the per-head steps (norm, rotation).
+  std::array<torch::Tensor, 3> project(const torch::Tensor& x) {
     const auto b = x.size(0), s = x.size(1);
     auto qkv = qkv_proj->forward_all(x);
-    // Norm and rotate in [batch, seq, heads, dim]; the transposes below are views.
-    auto q = apply_rotary(q_norm(qkv[0].view({b, s, heads_, head_dim_})), rope).transpose(1, 2);
-    auto k = apply_rotary(k_norm(qkv[1].view({b, s, kv_heads_, head_dim_})), rope).transpose(1, 2);
-    auto v = qkv[2].view({b, s, kv_heads_, head_dim_}).transpose(1, 2);
-    auto y = attend(q, k, v);  // [batch, heads, seq, dim]
-    return o_proj(y.transpose(1, 2).reshape({b, s, heads_ * head_dim_}));
+    return {qkv[0].view({b, s, heads_, head_dim_}), qkv[1].view({b, s, kv_heads_, head_dim_}),
+            qkv[2].view({b, s, kv_heads_, head_dim_})};
   }
 
-  Projection qkv_proj{nullptr}, o_proj{nullptr};
-  RMSNorm q_norm{nullptr}, k_norm{nullptr};
+  /// Causal attention of the per-head q, k, v ([batch, seq, heads, head_dim], as project() gives
+  /// them), then o_proj: [batch, seq, hidden]. The transposes to [batch, heads, seq, dim] are views.
+  torch::Tensor attend_and_project(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+    const auto b = q.size(0), s = q.size(1);
+    auto y = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2));  // [batch, heads, seq, dim]
+    return o_proj(y.transpose(1, 2).reshape({b, s, heads_ * head_dim_}));
+  }
 
  private:
   torch::Tensor attend(const torch::Tensor& q, torch::Tensor k, torch::Tensor v) {
@@ -211,7 +195,24 @@ class AttentionImpl : public torch::nn::Module {
   [[maybe_unused]] bool fused_;
   [[maybe_unused]] bool shared_kv_;
 };
-TORCH_MODULE(Attention);
+
+/// Qwen3's attention: per-head RMSNorm on queries and keys before the rotation (the Qwen3 change
+/// over Qwen2 and Llama).
+class Qwen3AttentionImpl : public AttentionImpl {
+ public:
+  Qwen3AttentionImpl(const config& c, const model_options& o) : AttentionImpl(c, o) {
+    const auto to = o.tensor_options();
+    q_norm = register_module("q_norm", RMSNorm(c.head_dim, c.rms_eps, to, o.fused_));
+    k_norm = register_module("k_norm", RMSNorm(c.head_dim, c.rms_eps, to, o.fused_));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, const rotary_tables& rope) override {
+    auto [q, k, v] = project(x);
+    return attend_and_project(apply_rotary(q_norm(q), rope), apply_rotary(k_norm(k), rope), v);
+  }
+
+  RMSNorm q_norm{nullptr}, k_norm{nullptr};
+};
 
 // ---- MLP -------------------------------------------------------------------------------------------
 
@@ -241,13 +242,14 @@ TORCH_MODULE(MLP);
 
 // ---- decoder layer ---------------------------------------------------------------------------------
 
-/// Pre-norm residual block: h = x + attn(norm(x)); out = h + mlp(norm(h)).
+/// Pre-norm residual block: h = x + attn(norm(x)); out = h + mlp(norm(h)). The attention is the
+/// family's.
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  DecoderLayerImpl(const config& c, const model_options& o) {
+  DecoderLayerImpl(const config& c, const model_options& o, std::shared_ptr<AttentionImpl> attention) {
     const auto to = o.tensor_options();
     input_layernorm = register_module("input_layernorm", RMSNorm(c.hidden_size, c.rms_eps, to, o.fused_));
-    self_attn = register_module("self_attn", Attention(c, o));
+    self_attn = register_module("self_attn", std::move(attention));
     post_attention_layernorm =
         register_module("post_attention_layernorm", RMSNorm(c.hidden_size, c.rms_eps, to, o.fused_));
     mlp = register_module("mlp", MLP(c, o));
@@ -259,18 +261,22 @@ class DecoderLayerImpl : public torch::nn::Module {
   }
 
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
-  Attention self_attn{nullptr};
+  std::shared_ptr<AttentionImpl> self_attn;
   MLP mlp{nullptr};
 };
 TORCH_MODULE(DecoderLayer);
 
 // ---- the model -------------------------------------------------------------------------------------
 
-/// Qwen3 causal language model. Weights are random (normal(0, init_std), norms at one) until
-/// load_weights() (weights.hpp) fills them from a Hugging Face snapshot.
-class Qwen3Impl : public torch::nn::Module {
- public:
-  Qwen3Impl(config c, model_options o = {}) : cfg_(std::move(c)), opts_(o) {
+/// Builds the attention of one decoder layer: the family's choice.
+using attention_factory = std::shared_ptr<AttentionImpl> (*)(const config&, const model_options&);
+
+/// The causal language model every family builds (Qwen3 below, Llama in llama.hpp), and what the
+/// trainer takes. Weights are random (normal(0, init_std), norms at one) until load_weights()
+/// (weights.hpp) fills them from a Hugging Face snapshot.
+class CausalLMImpl : public torch::nn::Module {
+ protected:
+  CausalLMImpl(config c, model_options o, attention_factory make_attention) : cfg_(std::move(c)), opts_(o) {
     cfg_.validate();
     const auto to = o.tensor_options();
     embed_tokens = register_parameter("embed_tokens", torch::empty({cfg_.vocab_size, cfg_.hidden_size}, to));
@@ -279,7 +285,8 @@ class Qwen3Impl : public torch::nn::Module {
       embed_tokens.normal_(0.0, o.init_std_);
     }
     layers = register_module("layers", torch::nn::ModuleList());
-    for (std::int64_t i = 0; i < cfg_.num_layers; ++i) layers->push_back(DecoderLayer(cfg_, o));
+    for (std::int64_t i = 0; i < cfg_.num_layers; ++i)
+      layers->push_back(DecoderLayer(cfg_, o, make_attention(cfg_, o)));
     norm = register_module("norm", RMSNorm(cfg_.hidden_size, cfg_.rms_eps, to, o.fused_));
     if (!cfg_.tie_word_embeddings) {
       lm_head = register_parameter("lm_head", torch::empty({cfg_.vocab_size, cfg_.hidden_size}, to));
@@ -288,6 +295,7 @@ class Qwen3Impl : public torch::nn::Module {
     }
   }
 
+ public:
   const config& cfg() const { return cfg_; }
   const model_options& options() const { return opts_; }
   void set_gradient_checkpointing(bool on) { opts_.checkpointing_ = on; }
@@ -344,15 +352,16 @@ class Qwen3Impl : public torch::nn::Module {
     if (!rope_.cos.defined() || rope_seq_ != seq || rope_.cos.device() != to.device() ||
         rope_.cos.scalar_type() != embed_tokens.scalar_type()) {
       torch::NoGradGuard no_grad;
-      rope_ = make_rotary_tables(seq, cfg_.head_dim, cfg_.rope_theta, to);
+      const auto inv_freq = rotary_inv_freq(cfg_.head_dim, cfg_.rope_theta, cfg_.rope_scaling, to.device());
+      rope_ = make_rotary_tables(seq, inv_freq, to);
       rope_seq_ = seq;
     }
     return rope_;
   }
 
   void pretty_print(std::ostream& os) const override {
-    os << "qwen3::Qwen3(" << cfg_.name << ": " << cfg_.num_layers << " layers, hidden " << cfg_.hidden_size
-       << ", heads " << cfg_.num_heads << "/" << cfg_.num_kv_heads << ", vocab " << cfg_.vocab_size << ")";
+    os << family_name(cfg_.family) << "(" << cfg_.name << ": " << cfg_.num_layers << " layers, hidden "
+       << cfg_.hidden_size << ", heads " << cfg_.num_heads << "/" << cfg_.num_kv_heads << ", vocab " << cfg_.vocab_size << ")";
   }
 
   torch::Tensor embed_tokens;  ///< [vocab, hidden]; also the output head when tied
@@ -365,6 +374,26 @@ class Qwen3Impl : public torch::nn::Module {
   model_options opts_;
   rotary_tables rope_;
   std::int64_t rope_seq_ = -1;
+};
+TORCH_MODULE(CausalLM);
+
+/// Throws std::invalid_argument unless `c` is of family `f` (a family's model built from another's
+/// config would have the wrong modules for its checkpoint and parameter count).
+inline config of_family(config c, model_family f) {
+  if (c.family != f)
+    throw std::invalid_argument(std::string(family_name(f)) + " model from " + c.label() +
+                                " (make_model in families.hpp picks the family)");
+  return c;
+}
+
+/// Qwen3 causal language model: the shared decoder with Qwen3's attention.
+class Qwen3Impl : public CausalLMImpl {
+ public:
+  Qwen3Impl(config c, model_options o = {})
+      : CausalLMImpl(of_family(std::move(c), model_family::qwen3), o,
+                     [](const config& cc, const model_options& oo) -> std::shared_ptr<AttentionImpl> {
+                       return std::make_shared<Qwen3AttentionImpl>(cc, oo);
+                     }) {}
 };
 TORCH_MODULE(Qwen3);
 

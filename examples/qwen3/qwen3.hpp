@@ -1,4 +1,4 @@
-// qwen3/qwen3.hpp: everything of the bundled Qwen3 LoRA trainer in one include.
+// qwen3/qwen3.hpp: everything of the bundled LoRA trainer (Qwen3 and Llama models) in one include.
 //
 //   #include <qwen3/qwen3.hpp>
 //   auto cfg = qwen3::preset("qwen3-1.7b");
@@ -15,11 +15,14 @@
 #include "config.hpp"
 #include "cuda_graph.hpp"
 #include "data.hpp"
+#include "families.hpp"
+#include "llama.hpp"
 #include "lora.hpp"
 #include "loss_scaler.hpp"
 #include "memory_estimate.hpp"
 #include "model.hpp"
 #include "optimizer.hpp"
+#include "rope.hpp"
 #include "safetensors.hpp"
 #include "schedule.hpp"
 #include "train_loop.hpp"

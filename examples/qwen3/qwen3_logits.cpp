@@ -1,4 +1,4 @@
-// qwen3_logits: runs a Hugging Face Qwen3 snapshot folder on a fixed token sequence and writes the
+// qwen3_logits: runs a Hugging Face Qwen3 or Llama snapshot folder on a fixed token sequence and writes the
 // logits, for comparing this implementation with another one (tests/qwen3/hf_parity.py).
 //
 //   qwen3_logits SNAPSHOT_DIR OUT.safetensors [--ids 1,2,3,...] [--dtype float32|bfloat16]
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   std::string folder, out, dtype_name = "float32", device_name = "cpu";
   std::vector<std::int64_t> ids;
   bool plain = false;
-  CLI::App app{"Logits of a Hugging Face Qwen3 snapshot on a fixed token sequence, written as safetensors "
+  CLI::App app{"Logits of a Hugging Face Qwen3 or Llama snapshot on a fixed token sequence, written as safetensors "
                "(\"ids\" int64 [1, seq], \"logits\" float32 [1, seq, vocab]) for comparing implementations."};
   app.add_option("SNAPSHOT_DIR", folder, "snapshot folder (config.json + safetensors)")->required()->check(CLI::ExistingDirectory);
   app.add_option("OUT", out, "output file (.safetensors)")->required();

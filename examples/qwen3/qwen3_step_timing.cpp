@@ -88,8 +88,9 @@ int main(int argc, char** argv) {
                 static_cast<long long>(loss_chunk));
     for (const auto& s : qwen3::parse_schedules(schedules)) {
       torch::manual_seed(1234);
-      qwen3::Qwen3 model(cfg, qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(checkpointing)
-                                  .shared_kv_heads(!expand_kv).loss_chunk(loss_chunk));
+      auto model = qwen3::make_model(cfg, qwen3::model_options().dtype(dtype).device(device)
+                                              .gradient_checkpointing(checkpointing).shared_kv_heads(!expand_kv)
+                                              .loss_chunk(loss_chunk));
       qwen3::lora_options lo;
       if (fp32_adapters) lo.dtype = torch::kFloat32;
       qwen3::adamw opt(qwen3::apply_lora(*model, lo));

@@ -50,7 +50,7 @@ struct train_options {
 /// The micro-batches of one optimizer step: A times (dataloader, forward with the loss divided by A,
 /// backward), gradients accumulating in the parameters' .grad. Returns the step's loss (the mean over
 /// its M*A examples) as a device scalar; no CPU-GPU sync.
-inline torch::Tensor accumulate_step(Qwen3Impl& model, const token_source& data, const schedule& s,
+inline torch::Tensor accumulate_step(CausalLMImpl& model, const token_source& data, const schedule& s,
                                      std::int64_t global_step, traceml::callback_list& callbacks,
                                      graphed_microbatch* graphs = nullptr, const loss_scaler* scaler = nullptr) {
   using traceml::phase_kind;
@@ -97,7 +97,7 @@ inline torch::Tensor accumulate_step(Qwen3Impl& model, const token_source& data,
 /// its M*A examples). Calls on_train_begin/end, on_step_begin/end, on_microbatch_begin/end and
 /// on_phase_begin/end for dataloader, forward, backward and optimizer. With t.scaler, a step whose
 /// gradients hold an inf or a nan makes no update; its loss is still returned (scaler counts them).
-inline std::vector<double> train(Qwen3Impl& model, adamw& opt, const token_source& data, const train_options& t,
+inline std::vector<double> train(CausalLMImpl& model, adamw& opt, const token_source& data, const train_options& t,
                                  traceml::callback_list& callbacks) {
   using traceml::phase_kind;
   model.train();

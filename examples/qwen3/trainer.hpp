@@ -20,6 +20,7 @@
 #include "config.hpp"
 #include "cuda_graph.hpp"
 #include "data.hpp"
+#include "families.hpp"
 #include "lora.hpp"
 #include "loss_scaler.hpp"
 #include "model.hpp"
@@ -44,7 +45,7 @@ struct trainer_setup {
 
 /// One schedule's model, optimizer and, when captured, graphs.
 struct trainer {
-  Qwen3 model;
+  CausalLM model;
   adamw opt;
   std::unique_ptr<graphed_microbatch> graphs;  ///< null: eager
   std::unique_ptr<loss_scaler> scaler;         ///< fp16: dynamic loss scaling; null otherwise
@@ -57,7 +58,7 @@ inline trainer make_trainer(const trainer_setup& s, const token_source& data, co
   torch::manual_seed(s.seed);
   auto mopts = model_options().dtype(s.dtype).device(s.device).gradient_checkpointing(s.checkpointing)
                    .loss_chunk(s.loss_chunk);
-  auto model = s.model_dir.empty() ? Qwen3(s.cfg, mopts) : from_pretrained(s.model_dir, mopts);
+  auto model = s.model_dir.empty() ? make_model(s.cfg, mopts) : from_pretrained(s.model_dir, mopts);
   trainer t{model, adamw(apply_lora(*model, lora_options{})), nullptr, nullptr};  // fp32 masters for fp16 adapters
   if (s.dtype == torch::kHalf) t.scaler = std::make_unique<loss_scaler>(s.device);
   if (!s.cuda_graphs) return t;

@@ -7,7 +7,8 @@
 // that is enough: step time depends on tensor shapes, dtypes and the schedule, not on weight values.
 // Real weights matter only when the loss values themselves are of interest.
 //
-// Names follow transformers' Qwen3ForCausalLM ("model.layers.3.self_attn.q_proj.weight", ...). The
+// Names follow transformers' Qwen3ForCausalLM and LlamaForCausalLM ("model.layers.3.self_attn.q_proj.weight",
+// ...; the two differ only in Qwen3's self_attn.q_norm / k_norm). The
 // stacked projections of this model (q/k/v, gate/up) are filled block by block from the separate
 // checkpoint tensors. Every expected tensor must be present with the exact shape and a floating dtype
 // (converted to the model's dtype); a missing, misshapen or unexpected tensor is an error naming it.
@@ -26,6 +27,7 @@
 #include <torch/torch.h>
 
 #include "config.hpp"
+#include "families.hpp"
 #include "model.hpp"
 #include "safetensors.hpp"
 
@@ -33,7 +35,7 @@ namespace qwen3 {
 
 /// (Hugging Face name, tensor of this model that holds it). Tensors are views into the model's
 /// parameters: copying into them loads the weight. The tied output head has no entry of its own.
-inline std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(Qwen3Impl& m) {
+inline std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(CausalLMImpl& m) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   out.emplace_back("model.embed_tokens.weight", m.embed_tokens);
   for (std::size_t i = 0; i < m.layers->size(); ++i) {
@@ -42,8 +44,10 @@ inline std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(Qwen3Impl& 
     for (const char* t : {"q_proj", "k_proj", "v_proj"})
       out.emplace_back(p + "self_attn." + t + ".weight", layer->self_attn->qkv_proj->target_weight(t));
     out.emplace_back(p + "self_attn.o_proj.weight", layer->self_attn->o_proj->weight);
-    out.emplace_back(p + "self_attn.q_norm.weight", layer->self_attn->q_norm->weight);
-    out.emplace_back(p + "self_attn.k_norm.weight", layer->self_attn->k_norm->weight);
+    // A family's norms inside the attention (Qwen3: q_norm, k_norm) carry transformers' module names.
+    for (const auto& child : layer->self_attn->named_children())
+      if (auto norm = std::dynamic_pointer_cast<RMSNormImpl>(child.value()))
+        out.emplace_back(p + "self_attn." + child.key() + ".weight", norm->weight);
     for (const char* t : {"gate_proj", "up_proj"})
       out.emplace_back(p + "mlp." + t + ".weight", layer->mlp->gate_up_proj->target_weight(t));
     out.emplace_back(p + "mlp.down_proj.weight", layer->mlp->down_proj->weight);
@@ -56,7 +60,7 @@ inline std::vector<std::pair<std::string, torch::Tensor>> hf_tensors(Qwen3Impl& 
 }
 
 /// Copies every weight of the snapshot in `folder` into `m` (whose config must match the snapshot's).
-inline void load_weights(Qwen3Impl& m, const std::string& folder) {
+inline void load_weights(CausalLMImpl& m, const std::string& folder) {
   safetensors::snapshot snap(folder);
   std::set<std::string> used;
   torch::NoGradGuard no_grad;
@@ -86,16 +90,17 @@ inline void load_weights(Qwen3Impl& m, const std::string& folder) {
   }
 }
 
-/// Builds a model from a snapshot folder: config.json decides the shapes, then the weights load.
-inline Qwen3 from_pretrained(const std::string& folder, const model_options& o = {}) {
-  Qwen3 m(load_config(folder), o);
+/// Builds a model from a snapshot folder: config.json decides the family and the shapes, then the
+/// weights load.
+inline CausalLM from_pretrained(const std::string& folder, const model_options& o = {}) {
+  auto m = make_model(load_config(folder), o);
   load_weights(*m, folder);
   return m;
 }
 
 /// Writes `m` as a Hugging Face snapshot: config.json and model.safetensors (or, with shards > 1,
 /// model-0000i-of-0000n.safetensors plus model.safetensors.index.json). dtype: of the stored tensors.
-inline void save_pretrained(Qwen3Impl& m, const std::string& folder, std::optional<torch::Dtype> dtype = {},
+inline void save_pretrained(CausalLMImpl& m, const std::string& folder, std::optional<torch::Dtype> dtype = {},
                             int shards = 1) {
   if (shards < 1) throw std::invalid_argument("save_pretrained: shards must be >= 1");
   {

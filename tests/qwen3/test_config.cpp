@@ -96,8 +96,8 @@ TEST_CASE("config.json round trip and rejection", "[qwen3][config]") {
     bad.erase("hidden_size");
     CHECK_THROWS_WITH(qwen3::config_from_json(bad), Catch::Contains("missing field 'hidden_size'"));
     bad = j;
-    bad["model_type"] = "llama";
-    CHECK_THROWS_WITH(qwen3::config_from_json(bad), Catch::Contains("model_type is 'llama'"));
+    bad["model_type"] = "mistral";
+    CHECK_THROWS_WITH(qwen3::config_from_json(bad), Catch::Contains("model_type is 'mistral', expected 'qwen3' or 'llama'"));
     bad = j;
     bad["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
     CHECK_THROWS_WITH(qwen3::config_from_json(bad), Catch::Contains("rope_scaling has rope type 'linear'"));
@@ -203,4 +203,170 @@ TEST_CASE("load_config names the file it could not read", "[qwen3][config][valid
   std::ofstream(dir.file("config.json")) << "[1, 2]";
   CHECK_THROWS_AS(qwen3::load_config(dir.str()), std::invalid_argument);
   CHECK_THROWS_WITH(qwen3::load_config(dir.str()), Catch::Contains("config.json: not a JSON object"));
+}
+
+namespace {
+/// Llama-3.2-1B's config.json as released (meta-llama/Llama-3.2-1B), written by transformers 4.45.
+const char* const llama_3_2_1b_json = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 128000,
+  "eos_token_id": 128001,
+  "head_dim": 64,
+  "hidden_act": "silu",
+  "hidden_size": 2048,
+  "initializer_range": 0.02,
+  "intermediate_size": 8192,
+  "max_position_embeddings": 131072,
+  "mlp_bias": false,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 16,
+  "num_key_value_heads": 8,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": {
+    "factor": 32.0,
+    "high_freq_factor": 4.0,
+    "low_freq_factor": 1.0,
+    "original_max_position_embeddings": 8192,
+    "rope_type": "llama3"
+  },
+  "rope_theta": 500000.0,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.45.0.dev0",
+  "use_cache": true,
+  "vocab_size": 128256
+})";
+
+void check_same_config(const qwen3::config& a, const qwen3::config& b) {
+  CHECK(a.family == b.family);
+  CHECK(a.vocab_size == b.vocab_size);
+  CHECK(a.hidden_size == b.hidden_size);
+  CHECK(a.intermediate_size == b.intermediate_size);
+  CHECK(a.num_layers == b.num_layers);
+  CHECK(a.num_heads == b.num_heads);
+  CHECK(a.num_kv_heads == b.num_kv_heads);
+  CHECK(a.head_dim == b.head_dim);
+  CHECK(a.rms_eps == b.rms_eps);
+  CHECK(a.rope_theta == b.rope_theta);
+  CHECK(a.tie_word_embeddings == b.tie_word_embeddings);
+  CHECK(a.max_position_embeddings == b.max_position_embeddings);
+  REQUIRE(a.rope_scaling.has_value() == b.rope_scaling.has_value());
+  if (a.rope_scaling) {
+    CHECK(a.rope_scaling->factor == b.rope_scaling->factor);
+    CHECK(a.rope_scaling->low_freq_factor == b.rope_scaling->low_freq_factor);
+    CHECK(a.rope_scaling->high_freq_factor == b.rope_scaling->high_freq_factor);
+    CHECK(a.rope_scaling->original_max_position_embeddings == b.rope_scaling->original_max_position_embeddings);
+  }
+}
+}  // namespace
+
+TEST_CASE("a Llama config.json: the released file, newer rope_parameters, Llama's defaults", "[qwen3][config][llama]") {
+  const auto released = nlohmann::json::parse(llama_3_2_1b_json);
+
+  SECTION("Llama-3.2-1B's config.json is the llama-3.2-1b preset") {
+    const auto c = qwen3::config_from_json(released);
+    CHECK(c.family == qwen3::model_family::llama);
+    CHECK_FALSE(c.qk_norm());
+    CHECK(c.rms_eps == 1e-5);
+    CHECK(c.rope_theta == 500000.0);
+    REQUIRE(c.rope_scaling);
+    CHECK(c.rope_scaling->factor == 32.0);
+    CHECK(c.rope_scaling->low_freq_factor == 1.0);
+    CHECK(c.rope_scaling->high_freq_factor == 4.0);
+    CHECK(c.rope_scaling->original_max_position_embeddings == 8192);
+    check_same_config(c, qwen3::preset("llama-3.2-1b"));
+  }
+  SECTION("transformers 5 writes rope_parameters, with rope_theta inside") {
+    auto j = released;
+    j.erase("rope_scaling");
+    j.erase("rope_theta");
+    j["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 32.0},
+                            {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                            {"original_max_position_embeddings", 8192}};
+    check_same_config(qwen3::config_from_json(j), qwen3::preset("llama-3.2-1b"));
+  }
+  SECTION("without original_max_position_embeddings, llama3 uses max_position_embeddings (as transformers)") {
+    auto j = released;
+    j["rope_scaling"].erase("original_max_position_embeddings");
+    CHECK(qwen3::config_from_json(j).rope_scaling->original_max_position_embeddings == 131072);
+  }
+  SECTION("fields left out take LlamaConfig's defaults") {
+    const nlohmann::json j{{"model_type", "llama"},      {"vocab_size", 1000},        {"hidden_size", 256},
+                           {"intermediate_size", 512},   {"num_hidden_layers", 2},    {"num_attention_heads", 8}};
+    const auto c = qwen3::config_from_json(j);
+    CHECK(c.num_kv_heads == 8);
+    CHECK(c.head_dim == 32);  // 256 / 8
+    CHECK(c.rms_eps == 1e-6);
+    CHECK(c.rope_theta == 10000.0);
+    CHECK_FALSE(c.tie_word_embeddings);
+    CHECK(c.max_position_embeddings == 2048);
+    CHECK_FALSE(c.rope_scaling);
+    // Two layers of 8 x 32 query and key/value widths, an untied head, no q/k norms: by hand
+    // 2 x (256*768 + 256*256 + 3*256*512 + 2*256) + 2 * 1000*256 + 256.
+    CHECK(c.parameter_count() == 2 * (256 * 768 + 256 * 256 + 3 * 256 * 512 + 2 * 256) + 2 * 1000 * 256 + 256);
+  }
+  SECTION("to_json then config_from_json gives the llama-tiny preset back") {
+    const auto tiny = qwen3::preset("llama-tiny");
+    const auto j = qwen3::to_json(tiny);
+    CHECK(j["model_type"] == "llama");
+    CHECK(j["architectures"][0] == "LlamaForCausalLM");
+    CHECK(j["rope_scaling"]["rope_type"] == "llama3");
+    check_same_config(qwen3::config_from_json(j), tiny);
+  }
+}
+
+TEST_CASE("Llama config.json errors name the file and the field", "[qwen3][config][llama][validation]") {
+  const std::string origin = "llama/config.json";
+  const auto released = nlohmann::json::parse(llama_3_2_1b_json);
+  struct row {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+    std::vector<std::string> says;
+  };
+  const std::vector<row> rows{
+      {"llama3 without factor", [](auto& j) { j["rope_scaling"].erase("factor"); },
+       {"missing field 'rope_scaling.factor'"}},
+      {"llama3 without low_freq_factor", [](auto& j) { j["rope_scaling"].erase("low_freq_factor"); },
+       {"missing field 'rope_scaling.low_freq_factor'"}},
+      {"factor a string", [](auto& j) { j["rope_scaling"]["factor"] = "32"; },
+       {"rope_scaling.factor has the wrong type", "\"32\""}},
+      {"factor 0", [](auto& j) { j["rope_scaling"]["factor"] = 0.0; },
+       {"llama config", "rope_scaling.factor must be positive and finite"}},
+      {"negative low_freq_factor", [](auto& j) { j["rope_scaling"]["low_freq_factor"] = -1.0; },
+       {"rope_scaling.low_freq_factor must be positive and finite"}},
+      // The interpolation divides by high - low.
+      {"high_freq_factor equal to low_freq_factor", [](auto& j) { j["rope_scaling"]["high_freq_factor"] = 1.0; },
+       {"rope_scaling.high_freq_factor (1.000000) must be above low_freq_factor (1.000000)"}},
+      {"original_max_position_embeddings 0", [](auto& j) { j["rope_scaling"]["original_max_position_embeddings"] = 0; },
+       {"rope_scaling.original_max_position_embeddings must be positive, got 0"}},
+      {"original_max_position_embeddings fractional",
+       [](auto& j) { j["rope_scaling"]["original_max_position_embeddings"] = 8192.5; },
+       {"rope_scaling.original_max_position_embeddings must be a whole number, got 8192.5"}},
+      {"original_max_position_embeddings 2^32",
+       [](auto& j) { j["rope_scaling"]["original_max_position_embeddings"] = std::uint64_t{1} << 32; },
+       {"rope_scaling.original_max_position_embeddings is 4294967296, above the limit"}},
+      {"another rope type", [](auto& j) { j["rope_scaling"]["rope_type"] = "yarn"; },
+       {"rope_scaling has rope type 'yarn'", "default) and llama3 are implemented"}},
+      {"partial rotary", [](auto& j) { j["partial_rotary_factor"] = 0.5; },
+       {"partial_rotary_factor other than 1 is not implemented"}},
+      {"mlp_bias", [](auto& j) { j["mlp_bias"] = true; }, {"mlp_bias=true is not implemented"}},
+      {"mlp_bias a string", [](auto& j) { j["mlp_bias"] = "no"; }, {"mlp_bias has the wrong type"}},
+      {"attention_bias", [](auto& j) { j["attention_bias"] = true; }, {"attention_bias=true is not implemented"}},
+      {"model_type of another family", [](auto& j) { j["model_type"] = "mistral"; },
+       {"model_type is 'mistral', expected 'qwen3' or 'llama'"}},
+      {"0 heads, no head_dim", [](auto& j) { j.erase("head_dim"); j["num_attention_heads"] = 0; },
+       {"llama config", "num_attention_heads must be positive, got 0"}},
+  };
+  for (const auto& r : rows) {
+    INFO(r.what);
+    auto j = released;
+    r.edit(j);
+    CHECK_THROWS_AS(qwen3::config_from_json(j, origin), std::invalid_argument);
+    for (const auto& text : r.says)
+      CHECK_THROWS_WITH(qwen3::config_from_json(j, origin), Catch::Contains(origin) && Catch::Contains(text));
+  }
 }

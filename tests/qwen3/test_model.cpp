@@ -22,7 +22,7 @@ TEST_CASE("RMSNorm computes w * x / sqrt(mean(x^2) + eps)", "[qwen3][model]") {
 
 TEST_CASE("rotary embeddings match the rotate-half formulation", "[qwen3][model]") {
   const std::int64_t seq = 9, d = 8;
-  auto t = qwen3::make_rotary_tables(seq, d, 1e6, torch::TensorOptions());
+  auto t = qwen3::make_rotary_tables(seq, qwen3::rotary_inv_freq(d, 1e6, std::nullopt), torch::TensorOptions());
   torch::manual_seed(2);
   auto x = torch::randn({2, seq, 3, d});
   // Reference: x*cos + rotate_half(x)*sin, rotate_half(x) = [-x2, x1], angles pos * theta^(-2i/d).
