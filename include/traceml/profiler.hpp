@@ -376,19 +376,19 @@ class profiler : public recording_callback, private recorder_observer {
                                    " scopes between two step ends, and its ring was full (the thread never waits "
                                    "for room); the run's count is the summary's dropped_records");
     if (counts.capped)
-      report_once("drain-capped", std::to_string(counts.capped_rings) + " threads recorded more than this step's "
-                                  "end takes from threads other than the training thread (profiler_options::"
-                                  "max_other_thread_records, " + std::to_string(options_.max_other_thread_records) +
-                                  " records per step, shared between them): " + std::to_string(counts.capped) +
-                                  " of their records were left out, so that their flood does not slow the training; "
-                                  "their phases are undercounted in the step statistics from here on, and the run's "
-                                  "count is the summary's capped_records");
+      report_once("drain-capped", std::to_string(counts.capped_rings) + " threads other than the training thread "
+                                  "recorded more than a step end takes from them (profiler_options::"
+                                  "max_other_thread_records: " + std::to_string(options_.max_other_thread_records) +
+                                  " records per step in all, shared evenly; a thread within its equal part loses "
+                                  "none): " + std::to_string(counts.capped) + " of their records were left out, so "
+                                  "that the step end's cost stays bounded; their phases are undercounted in the "
+                                  "step statistics from here on, and the run's count is the summary's capped_records");
     if (detail::recorder().overlapping_steps.load(std::memory_order_relaxed))
       report_once("overlapping-steps", "a step began while another step was open (on another thread, or around "
-                                       "it): traceml profiles one training loop, whose steps follow one another, so "
-                                       "that step and every later overlapping one are ignored, and their phases "
-                                       "count in the step that was open, as a worker thread's do; the run's count "
-                                       "is the summary's overlapping_steps");
+                                       "it on the same thread): traceml profiles one training loop, whose steps "
+                                       "follow one another, so that step and every later overlapping one are "
+                                       "ignored, and their phases count in the step that was open, as a worker "
+                                       "thread's do; the run's count is the summary's overlapping_steps");
   }
 
   void attach_reports(std::vector<step_gpu_report> reports) {
