@@ -195,18 +195,7 @@ TEST_CASE("training lowers a tiny Llama's loss on a learnable sequence", "[qwen3
   // As the Qwen3 test (test_train.cpp): a wider initialisation lets the adapters make confident
   // predictions through the frozen tied head.
   auto m = tiny_llama(23, qwen3::model_options().init_std(0.5));
-  qwen3::lora_options lo;
-  lo.r = 8;
-  qwen3::adamw_options ao;
-  ao.lr = 1e-2;
-  ao.warmup_steps = 2;
-  qwen3::adamw opt(qwen3::apply_lora(*m, lo), ao);
-  qwen3::pattern_tokens data(m->cfg().vocab_size, 32, 16);
-  qwen3::train_options t;
-  t.sched = qwen3::parse_schedule("2x2");
-  t.steps = 30;
-  traceml::callback_list none;
-  const auto losses = qwen3::train(*m, opt, data, t, none);
+  const auto losses = qwen3_test::train_on_pattern(*m);
   REQUIRE(losses.size() == 30);
   for (auto l : losses) UNSCOPED_INFO(l);
   CHECK(losses.back() < 0.05 * losses.front());

@@ -64,18 +64,7 @@ TEST_CASE("training lowers the loss on a learnable sequence", "[qwen3][train]") 
   // Embeddings at std 0.02 with a frozen tied head cap the logits near +-1 (a floor near log(vocab)
   // for any adapter); a wider initialisation lets the adapters make confident predictions.
   auto m = qwen3_test::tiny_model(23, qwen3::model_options().init_std(0.5));
-  qwen3::lora_options lo;
-  lo.r = 8;
-  qwen3::adamw_options ao;
-  ao.lr = 1e-2;
-  ao.warmup_steps = 2;
-  qwen3::adamw opt(qwen3::apply_lora(*m, lo), ao);
-  qwen3::pattern_tokens data(m->cfg().vocab_size, 32, 16);
-  qwen3::train_options t;
-  t.sched = qwen3::parse_schedule("2x2");
-  t.steps = 30;
-  traceml::callback_list none;
-  const auto losses = qwen3::train(*m, opt, data, t, none);
+  const auto losses = qwen3_test::train_on_pattern(*m);
   REQUIRE(losses.size() == 30);
   for (auto l : losses) UNSCOPED_INFO(l);
   CHECK(losses.back() < 0.05 * losses.front());
