@@ -29,6 +29,7 @@
 
 #include "comparison.hpp"
 #include "data.hpp"
+#include "experiment_report.hpp"
 #include "schedule.hpp"
 #include "train_loop.hpp"
 #include "trainer.hpp"
@@ -95,8 +96,9 @@ inline traceml::sweep_result run_schedule_sweep(const sweep_setup& s, const toke
                                        {"accumulation", std::to_string(t.schedule.accumulation)},
                                        {"repeat", t.probe ? std::string("probe") : std::to_string(t.repeat + 1)}});
     if (t.probe) return;  // a probe writes nothing: it only asks whether the schedule fits
-    po.jsonl_path = s.out + "/accumulation_steps_" + t.schedule.name() + ".jsonl";
-    if (s.traces && t.repeat == 0) po.trace_path = s.out + "/trace_" + t.schedule.name() + ".json";
+    // Each repeat its own per-step file, named as the experiment's (files::steps), so none overwrites another.
+    po.jsonl_path = s.out + "/" + files::steps(t.schedule.name(), static_cast<int>(t.repeat), static_cast<int>(s.repeats));
+    if (s.traces && t.repeat == 0) po.trace_path = s.out + "/" + files::trace(t.schedule.name());
   };
   return traceml::sweep(o, [&](const traceml::sweep_trial& t, traceml::profiler& prof) {
     const schedule sched{t.schedule.micro_batch, t.schedule.accumulation};

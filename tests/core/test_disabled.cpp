@@ -15,7 +15,7 @@ static_assert(!TRACEML_HAS_NVTX, "a disabled build must not emit NVTX ranges, ev
 
 namespace {
 struct tokenize {
-  static constexpr const char* name = "tokenize";
+  [[maybe_unused]] static constexpr const char* name = "tokenize";
 };
 
 int counter = 0;

@@ -28,6 +28,16 @@ expect "^Why (2x1|1x2) is slower than (2x1|1x2): "
 grep -q '"sweep":' "$work/accumulation_summary.json" || fail "no sweep in the JSON summary"
 grep -q '"recommendation":' "$work/accumulation_summary.json" || fail "no recommendation in the JSON summary"
 grep -q '<section id="sweep">' "$work/accumulation_report.html" || fail "no sweep section in the HTML report"
+# Every measured repeat keeps its own per-step JSONL (3 steps, its own run name); the probe writes none.
+for sched in 2x1 1x2; do
+  for k in 1 2; do
+    f="$work/accumulation_steps_${sched}_repeat${k}.jsonl"
+    [ -f "$f" ] || { fail "no per-step file $f"; continue; }
+    [ "$(wc -l <"$f")" -eq 3 ] || fail "$f holds $(wc -l <"$f") lines, not 3"
+    grep -q "\"run\":\"${sched}#${k}\"" "$f" || fail "$f does not name its run ${sched}#${k}"
+  done
+done
+[ -e "$work/accumulation_steps_2x1.jsonl" ] && fail "a file without its repeat number was written"
 
 "$exe" --sweep 2 --schedules 1x2 >"$work/both.txt" 2>&1 && fail "--sweep with --schedules was accepted"
 grep -qE -- "--(sweep|schedules) excludes --(sweep|schedules)" "$work/both.txt" || { fail "no clear refusal:"; cat "$work/both.txt"; }
