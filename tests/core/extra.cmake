@@ -14,6 +14,7 @@ if(TRACEML_HAVE_NVTX)
   add_dependencies(traceml_nvtx_tests traceml_test_nvtx_injection)
   catch_discover_tests(traceml_nvtx_tests TEST_PREFIX "nvtx: "
     PROPERTIES ENVIRONMENT "NVTX_INJECTION64_PATH=$<TARGET_FILE:traceml_test_nvtx_injection>")
+  set_target_properties(traceml_test_nvtx_injection traceml_nvtx_tests PROPERTIES TRACEML_NO_SESSION ON)
 endif()
 
 # ---- the compiled-out build: same sources as a user's, TRACEML_DISABLE defined -------------------
@@ -24,6 +25,7 @@ target_link_libraries(traceml_disabled_tests PRIVATE traceml_catch_main
   $<IF:$<TARGET_EXISTS:traceml::nvtx>,traceml::nvtx,traceml::traceml>)
 target_compile_options(traceml_disabled_tests PRIVATE ${TRACEML_TEST_WARNINGS})
 catch_discover_tests(traceml_disabled_tests TEST_PREFIX "disabled: ")
+set_target_properties(traceml_disabled_tests PROPERTIES TRACEML_NO_SESSION ON)
 
 # ---- one definition rule, traits, threads (enabled build) -----------------------------------------
 add_executable(traceml_two_tu_tests test_two_tu_a.cpp test_two_tu_b.cpp)
