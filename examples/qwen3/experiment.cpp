@@ -268,12 +268,17 @@ int main(int argc, char** argv) {
         (device_name.find("H100") != std::string::npos || device_name.find("H200") != std::string::npos))
       peak = 790e12;  // dense bf16 matmul rate measured on an H200 (docs/accumulation.md)
 
-    std::printf("traceml accumulation experiment: %s (%s), %s, seq %lld, effective batch %lld, %lld steps x %zu schedules x %d repeat(s), "
+    // A sweep measures only the candidates that fit (and at most --sweep-candidates of them): say so.
+    const std::string plan = o.sweep ? std::to_string(o.steps) + " steps x " + std::to_string(o.repeats) +
+                                           " repeat(s) per measured candidate, of " + std::to_string(schedules.size()) +
+                                           " schedules"
+                                     : std::to_string(o.steps) + " steps x " + std::to_string(schedules.size()) +
+                                           " schedules x " + std::to_string(o.repeats) + " repeat(s)";
+    std::printf("traceml accumulation experiment: %s (%s), %s, seq %lld, effective batch %lld, %s, "
                 "checkpointing %s, CUDA graphs %s, device %s\n",
                 o.model_dir.empty() ? o.preset.c_str() : o.model_dir.c_str(), cfg.name.c_str(), o.dtype.c_str(),
-                static_cast<long long>(o.seq_len), static_cast<long long>(effective), static_cast<long long>(o.steps),
-                schedules.size(), o.repeats, o.checkpointing ? "on" : "off", o.cuda_graphs ? "requested" : "off",
-                device_name.c_str());
+                static_cast<long long>(o.seq_len), static_cast<long long>(effective), plan.c_str(),
+                o.checkpointing ? "on" : "off", o.cuda_graphs ? "requested" : "off", device_name.c_str());
     if (o.model_dir.empty())
       std::printf("weights: random (seed %llu); step time depends on shapes, not on weight values\n",
                   static_cast<unsigned long long>(o.seed));

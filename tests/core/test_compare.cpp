@@ -246,7 +246,18 @@ TEST_CASE("the hand-made mixed run: the explanation's parts come from one set ea
   CHECK(g.slow_sm_active_pct == Approx(100.0 * 79.75 / 172));
   CHECK(g.fast_sm_active_pct == Approx(100.0 * 79.75 / 172));
   CHECK(contains(c.explanation, "busy time from hardware counters on the same 8 and 8 steps; SMs active 46% vs 46%"));
-  CHECK(contains(format_comparison_table(c.runs), "hardware counters: 1x4 9, mixed 9 sampled steps"));
+  const auto table = format_comparison_table(c.runs);
+  CHECK(contains(table, "hardware counters: 1x4 9, mixed 9 sampled steps"));
+  // The counters' rows have the longest labels; every row's values still end in the same columns.
+  std::size_t value_end = std::string::npos;
+  for (const char* label : {"median step ms", "GPU busy % in fwd+bwd (hardware counters)",
+                            "SM active % in fwd+bwd (hardware counters)", "median step / fastest median"}) {
+    const auto at = table.find(std::string(label) + " ");
+    REQUIRE(at != std::string::npos);
+    const auto end = table.find('\n', at) - at;
+    if (value_end == std::string::npos) value_end = end;
+    CHECK(end == value_end);
+  }
   CHECK(g.optimizer_ms == Approx(0).margin(1e-9));
   CHECK(g.other_ms == Approx(2));
   CHECK(g.slow_mean_kernel_us == Approx(31.6));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "traceml/compare.hpp"
@@ -37,18 +38,9 @@ inline std::string optional_ms(const std::optional<double>& v) { return v ? fixe
 inline std::string format_comparison_table(const std::vector<compared_run>& runs,
                                            const std::vector<comparison_line>& extra = {}) {
   using detail::fixed_text;
-  const std::size_t label_w = 36;
-  std::size_t col_w = 14;
-  for (const auto& r : runs) col_w = std::max(col_w, r.name.size() + 2);
-  const auto cell = [&](const std::string& s) { return detail::pad(s, col_w); };
-  std::string out = std::string(label_w, ' ');
-  for (const auto& r : runs) out += cell(r.name);
-  out += "\n" + std::string(label_w + col_w * runs.size(), '-') + "\n";
-  const auto row = [&](const std::string& label, const std::vector<std::string>& cells) {
-    std::string l = detail::pad(label, label_w - 1, true) + " ";
-    for (const auto& c : cells) l += cell(c);
-    out += l + "\n";
-  };
+  // Rows are collected first: the label column is as wide as the longest label (at least 36).
+  std::vector<std::pair<std::string, std::vector<std::string>>> rows;
+  const auto row = [&](const std::string& label, const std::vector<std::string>& cells) { rows.emplace_back(label, cells); };
   const auto line = [&](const std::string& label, const std::function<std::string(const compared_run&)>& value) {
     std::vector<std::string> cells;
     for (const auto& r : runs) cells.push_back(r.measured_steps ? value(r) : "no steps");
@@ -105,6 +97,20 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
     line("tokens/s", [](const compared_run& r) { return fixed_text(r.tokens_per_s, 0); });
   for (const auto& e : extra) row(e.label, e.cells);
   line("median step / fastest median", [](const compared_run& r) { return fixed_text(r.ratio_to_fastest, 2) + "x"; });
+
+  std::size_t label_w = 36;
+  for (const auto& r : rows) label_w = std::max(label_w, r.first.size() + 1);
+  std::size_t col_w = 14;
+  for (const auto& r : runs) col_w = std::max(col_w, r.name.size() + 2);
+  const auto cell = [&](const std::string& s) { return detail::pad(s, col_w); };
+  std::string out = std::string(label_w, ' ');
+  for (const auto& r : runs) out += cell(r.name);
+  out += "\n" + std::string(label_w + col_w * runs.size(), '-') + "\n";
+  for (const auto& [label, cells] : rows) {
+    out += detail::pad(label, label_w - 1, true) + " ";
+    for (const auto& c : cells) out += cell(c);
+    out += "\n";
+  }
 
   const auto counts = [&](const std::function<std::size_t(const compared_run&)>& get) {
     std::string c;
