@@ -5,6 +5,9 @@
 //   traceml compare a/mlp_summary.json b/mlp_summary.json [--json comparison.json]
 //                                                       side by side, and why the slowest is slower
 //   traceml html a.json b.json -o report.html           the HTML report (with the explanation)
+//   traceml ranks r0_steps.jsonl r1_steps.jsonl [--world-size 4] [--warmup 5]
+//                                                       the ranks of a data-parallel run: slowest
+//                                                       rank, skew, who waited for whom
 //
 // Exit status: 0 done; 1 an output could not be written; 2 a usage error or an input that is not a
 // readable traceml summary (one line on stderr: "traceml: FILE: problem").
@@ -19,11 +22,13 @@
 #include <vector>
 
 #include <traceml/compare.hpp>
+#include <traceml/ranks.hpp>
 #include <traceml/sinks/comparison_json.hpp>
 #include <traceml/sinks/comparison_table.hpp>
 #include <traceml/sinks/html_report.hpp>
 #include <traceml/sinks/report_table.hpp>
 
+#include "steps_reader.hpp"
 #include "summary_reader.hpp"
 
 namespace {
@@ -135,6 +140,27 @@ int html(const std::vector<std::string>& files, const std::string& out, const st
   return write_file(out, report) ? exit_ok : exit_output;
 }
 
+int ranks(const std::vector<std::string>& files, int world_size, std::size_t warmup) {
+  if (world_size == 0) world_size = static_cast<int>(files.size());
+  if (static_cast<std::size_t>(world_size) < files.size())
+    throw input_error{"ranks: " + std::to_string(files.size()) + " files for a world size of " + std::to_string(world_size) +
+                      " (one file per rank, rank 0 first)"};
+  std::vector<traceml::rank_steps> got;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    try {
+      auto r = traceml::tools::read_rank_steps(files[i], static_cast<int>(i));
+      if (r.cut_line)
+        std::fprintf(stderr, "traceml: %s: its last line is cut (the rank stopped while writing it); left out\n",
+                     files[i].c_str());
+      got.push_back(std::move(r.steps));
+    } catch (const traceml::tools::steps_error& e) {
+      throw input_error{files[i] + ": " + e.what()};
+    }
+  }
+  std::fputs(traceml::format_rank_table(traceml::merge_ranks(got, world_size, warmup)).c_str(), stdout);
+  return exit_ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -159,6 +185,17 @@ int main(int argc, char** argv) {
   html_cmd->add_option("--title", title, "the report's title")->capture_default_str();
   html_cmd->add_flag("--group-repeats", group_repeats, "runs named NAME#1, NAME#2, ... are repeats of one column NAME");
 
+  int world_size = 0, warmup = 0;
+  auto* ranks_cmd = app.add_subcommand(
+      "ranks", "the ranks of one data-parallel run side by side: step and compute time per rank, the slowest rank, "
+               "skew, who waited for whom, missing ranks");
+  ranks_cmd->add_option("files", files, "per-step JSONL files, one per rank, rank 0 first")->required();
+  ranks_cmd->add_option("--world-size", world_size, "ranks in the run (default: the number of files); those "
+                                                    "beyond the files are reported missing")
+      ->check(CLI::Range(1, 1 << 20));
+  ranks_cmd->add_option("--warmup", warmup, "leading steps (numbered below this) left out")
+      ->check(CLI::Range(0, 1000000000))->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -174,6 +211,7 @@ int main(int argc, char** argv) {
   try {
     if (show_cmd->parsed()) return show(files);
     if (compare_cmd->parsed()) return compare(files, json_path, group_repeats);
+    if (ranks_cmd->parsed()) return ranks(files, world_size, static_cast<std::size_t>(warmup));
     return html(files, html_path, title, group_repeats);
   } catch (const input_error& e) {
     std::fprintf(stderr, "traceml: %s\n", e.message.c_str());
