@@ -30,6 +30,7 @@
 
 #include "traceml/config.hpp"
 #include "traceml/stats.hpp"
+#include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -76,6 +77,20 @@ struct rank_merge {
   bool has_communication = false;         ///< any rank recorded communication time
   int most_often_slowest = -1;            ///< the straggler: slowest on the most compared steps (-1: none)
 };
+
+/// A rank's steps from its profiler's run (the steps the run keeps: all of them up to
+/// profiler_options::keep_steps): each step's wall time and its top-level communication phases.
+inline rank_steps rank_steps_of(const run_result& run, int rank) {
+  rank_steps out{rank, {}};
+  for (const auto& st : run.steps) {
+    if (st.step < 0) continue;
+    rank_step r{static_cast<std::uint64_t>(st.step), st.wall_ms, 0};
+    for (const auto& p : st.phases)
+      if (p.kind == phase_kind::communication && p.top_level) r.communication_ms += p.wall_ms;
+    out.steps.push_back(r);
+  }
+  return out;
+}
 
 namespace detail {
 /// max - median of one value per present rank.

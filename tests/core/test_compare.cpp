@@ -267,7 +267,7 @@ TEST_CASE("the hand-made mixed run: the explanation's parts come from one set ea
   for (double part : {g.fb_idle_ms, g.fb_busy_ms, g.other_ms}) CHECK(part / g.gap_ms <= 1.0);
 }
 
-TEST_CASE("a baseline step without samples: busy share of the sampled ones, said; no counters: kernel records", "[compare]") {
+TEST_CASE("a baseline step without samples: busy share of the sampled ones, said, no counters: kernel records", "[compare]") {
   const auto slow_shape = slow_mixed_shape();
   auto slow = traceml_test::mixed_run(slow_shape);
   // One baseline step of the slow run without samples: the share rests on the other 7.

@@ -300,7 +300,7 @@ TEST_CASE("steps begun on many threads at once: each is recorded or ignored and 
   }
 }
 
-TEST_CASE("a step begun while another is open is ignored; its phases count in the open step", "[steps][threads]") {
+TEST_CASE("a step begun while another is open is ignored, its phases count in the open step", "[steps][threads]") {
   reset_recorder();
   profiler prof(quiet_options(profiler_options{}.max_other_thread_records));
   SECTION("on another thread") {

@@ -437,7 +437,7 @@ TEST_CASE("the step-time chart has a dot per step, hollow for warm-up, and marks
   CHECK(doc.find("(warm-up)</title>") != std::string::npos);
 }
 
-TEST_CASE("GPU facts give the busy/idle chart and the top-kernel tables; no facts, no GPU section", "[html][gpu]") {
+TEST_CASE("GPU facts give the busy/idle chart and the top-kernel tables, no facts, no GPU section", "[html][gpu]") {
   SECTION("measured: busy and idle segments per phase and run, summing to the phase's GPU window") {
     const auto runs = traceml_test::sample_experiment();
     const auto doc = html_report(runs);
@@ -735,7 +735,7 @@ TEST_CASE("the ratio between runs is of medians, where median and mean disagree"
   CHECK(doc.find("the ratio is of median step times") != std::string::npos);
 }
 
-TEST_CASE("median labels are nudged apart; close medians keep their own dash patterns", "[html][chart]") {
+TEST_CASE("median labels are nudged apart, close medians keep their own dash patterns", "[html][chart]") {
   using detail::html::spread_labels;
   SECTION("spread_labels: order kept, at least the gap apart, inside the bounds") {
     CHECK(spread_labels({100, 101, 102}, 13, 0, 300) == std::vector<double>{100, 113, 126});

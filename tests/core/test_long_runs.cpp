@@ -55,7 +55,7 @@ TEST_CASE("quantile sketch: every quantile within the stated relative error", "[
   }
 }
 
-TEST_CASE("quantile sketch: memory grows with the value range, not the count; merges exactly", "[stats][sketch]") {
+TEST_CASE("quantile sketch: memory grows with the value range, not the count, merges exactly", "[stats][sketch]") {
   quantile_sketch s(0.005), half1(0.005), half2(0.005);
   const auto values = lognormal(200000, 9);
   for (std::size_t i = 0; i < values.size(); ++i) {
@@ -72,7 +72,7 @@ TEST_CASE("quantile sketch: memory grows with the value range, not the count; me
   CHECK(half1.count() == values.size());
 }
 
-TEST_CASE("running_stats: exact up to the limit, sketch beyond; count, mean, stddev, extremes always exact", "[stats][sketch]") {
+TEST_CASE("running_stats: exact up to the limit, sketch beyond, count, mean, stddev, extremes always exact", "[stats][sketch]") {
   const auto values = lognormal(25000, 4);
   running_stats r(10000);
   std::vector<double> so_far;

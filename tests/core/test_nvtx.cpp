@@ -125,7 +125,7 @@ TEST_CASE("every range lives in one 'traceml' domain, created once", "[nvtx]") {
   CHECK(pushes >= 2);
 }
 
-TEST_CASE("tag-type and run-time-named phases use their names; user phases get the user category", "[nvtx]") {
+TEST_CASE("tag-type and run-time-named phases use their names, user phases get the user category", "[nvtx]") {
   const std::size_t mark = event_count();
   { traceml::scoped_phase<tokenize> t; }
   { TRACEML_PHASE_NAMED("forward"); }   // a built-in name gives the built-in kind

@@ -32,7 +32,7 @@ std::vector<rank_steps> three_ranks() {
 
 }  // namespace
 
-TEST_CASE("the slowest rank is the one with the most compute; the others wait for it", "[ranks]") {
+TEST_CASE("the slowest rank is the one with the most compute, the others wait for it", "[ranks]") {
   const auto m = traceml::merge_ranks(three_ranks(), 3, /*warmup=*/1);
   CHECK(m.missing.empty());
   REQUIRE(m.steps.size() == 3);
@@ -68,7 +68,7 @@ TEST_CASE("the slowest rank is the one with the most compute; the others wait fo
   CHECK(contains(t, "\n1              4        51.0        30.0        20.0        20.0      1 (33%)\n"));
 }
 
-TEST_CASE("a rank that reported nothing is named missing; the others are still compared", "[ranks]") {
+TEST_CASE("a rank that reported nothing is named missing, the others are still compared", "[ranks]") {
   auto got = three_ranks();
   got.push_back({4, {}});  // rank 4 connected but no step arrived
   const auto m = traceml::merge_ranks(got, 5, 1);

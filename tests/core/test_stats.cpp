@@ -332,7 +332,7 @@ TEST_CASE("summarize_run: hardware counters rest on the sampled steps, with thei
   CHECK(s.step_counters->recorded_kernel_busy_share == Approx(18.5 / 31.5));
 }
 
-TEST_CASE("summarize_run: a baseline step without samples: the share of the others, said; no counters, no summary", "[stats][mixed]") {
+TEST_CASE("summarize_run: a baseline step without samples: the share of the others, said, no counters, no summary", "[stats][mixed]") {
   auto run = traceml_test::mixed_run();
   run.steps[8].gpu->total.counters = {};  // a baseline step the samples did not reach
   for (auto& p : run.steps[8].gpu->phases) p.facts.counters = {};
