@@ -1,7 +1,8 @@
 // The ranks of a data-parallel run gathered to rank 0 through a c10d TCPStore (distributed.hpp), in
 // real processes: each other rank is a child process (forked before any thread starts) with its own
-// profiler; a barrier on the store inside a communication phase stands in for the gradient
-// all-reduce, so every rank waits there for the slowest, as in DDP.
+// profiler. Inside a communication phase every rank waits for the slowest, as in DDP: a gradient
+// all-reduce through c10d's ProcessGroupGloo where Gloo's headers were found (TRACEML_TEST_GLOO;
+// Debian: libgloo-dev), and a barrier on the store in every build.
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
@@ -17,6 +18,10 @@
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if TRACEML_TEST_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/torch.h>
+#endif
 #include <traceml/distributed.hpp>
 #include <traceml/phase.hpp>
 #include <traceml/profiler.hpp>
@@ -56,7 +61,7 @@ void store_barrier(c10d::Store& store, const std::string& name, int world_size) 
 struct rank_plan {
   int world_size = 3;
   int steps = 6;
-  bool barrier = true;
+  enum class sync { none, store_barrier, gloo_allreduce } communication = sync::store_barrier;
   std::function<int(int)> compute_ms;  ///< per rank
 };
 
@@ -67,6 +72,16 @@ std::optional<traceml::rank_merge> run_rank(std::uint16_t port, int rank, const 
   traceml::profiler_options po;
   po.run_name = "rank" + std::to_string(rank);
   po.print_table = false;
+#if TRACEML_TEST_GLOO
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  torch::Tensor grad;
+  if (plan.communication == rank_plan::sync::gloo_allreduce) {
+    auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, plan.world_size, options);
+    grad = torch::full({1 << 16}, static_cast<float>(rank + 1));
+  }
+#endif
   traceml::profiler prof(po);
   for (int k = 0; k < plan.steps; ++k) {
     TRACEML_STEP();
@@ -74,10 +89,18 @@ std::optional<traceml::rank_merge> run_rank(std::uint16_t port, int rank, const 
       TRACEML_PHASE(forward);
       std::this_thread::sleep_for(std::chrono::milliseconds(plan.compute_ms(rank)));
     }
-    if (plan.barrier) {
+    if (plan.communication == rank_plan::sync::store_barrier) {
       TRACEML_PHASE(communication);
       store_barrier(*store, "step" + std::to_string(k), plan.world_size);
     }
+#if TRACEML_TEST_GLOO
+    if (plan.communication == rank_plan::sync::gloo_allreduce) {
+      TRACEML_PHASE(communication);
+      std::vector<torch::Tensor> tensors{grad};
+      group->allreduce(tensors)->wait();
+      grad.fill_(static_cast<float>(rank + 1));  // the next step's gradient
+    }
+#endif
   }
   const auto& run = prof.finish();
   return traceml::gather_ranks(*store, "test", traceml::rank_steps_of(run, rank), plan.world_size, timeout,
@@ -149,10 +172,31 @@ TEST_CASE("three ranks: rank 0 gets every rank's steps, the slow rank is found a
                                           " of 5 steps") != std::string::npos);
 }
 
+#if TRACEML_TEST_GLOO
+TEST_CASE("three ranks with a Gloo all-reduce: the slow rank is found, the others wait for it in communication",
+          "[distributed][gloo]") {
+  rank_plan plan;
+  plan.communication = rank_plan::sync::gloo_allreduce;
+  plan.compute_ms = [](int rank) { return rank == 2 ? 30 : 2; };
+  const auto got = launch(plan, std::chrono::seconds(30), [](int) { return true; });
+  CHECK((got.child_status == std::vector<int>{0, 0}));
+  REQUIRE(got.merged);
+  const auto& m = *got.merged;
+  CHECK(m.missing.empty());
+  REQUIRE(m.steps.size() == 5);
+  CHECK(m.ranks[2].slowest_on >= 4);
+  CHECK(m.most_often_slowest == 2);
+  CHECK(m.ranks[0].wait_ms.median > 20);
+  CHECK(m.ranks[1].communication_ms.median > 20);  // the all-reduce waited for rank 2
+  CHECK(m.ranks[2].communication_ms.median < m.ranks[1].communication_ms.median);
+  CHECK(m.step_skew_ms.median < m.compute_skew_ms.median / 2);
+}
+#endif  // without Gloo's headers CTest lists this test as skipped (CMakeLists.txt)
+
 TEST_CASE("a rank that dies before it reports is named missing after the timeout, the others are merged",
           "[distributed]") {
   rank_plan plan;
-  plan.barrier = false;  // a real all-reduce would fail on the dead rank; here only the gather is under test
+  plan.communication = rank_plan::sync::none;  // an all-reduce would fail on the dead rank; only the gather is under test
   plan.compute_ms = [](int rank) { return rank == 1 ? 20 : 1; };
   const auto got = launch(plan, std::chrono::milliseconds(1500), [](int r) { return r != 2; });
   CHECK((got.child_status == std::vector<int>{0, 3}));
