@@ -9,6 +9,7 @@
 // line that is not a step is an error naming the file's line and the problem.
 #pragma once
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -38,15 +39,20 @@ inline rank_step parse_step_line(const std::string& text) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a parse error, or a number beyond double's range (out_of_range)
     throw steps_error(std::string("not JSON: ") + e.what());
   }
   if (!j.is_object()) throw steps_error("not a step object");
   const auto step = j.find("step");
   const auto wall = j.find("wall_ms");
+  // Bounded: a number beyond double's range (1e400) parses as infinity, and sums of absurd ones
+  // overflow; either would make the ranks' differences nan. 1e15 ms is over 30,000 years.
+  const auto plausible_ms = [](const nlohmann::json& v) {
+    return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0 && v.get<double>() <= 1e15;
+  };
   if (step == j.end() || !step->is_number_unsigned()) throw steps_error("\"step\" missing or not a whole number >= 0");
-  if (wall == j.end() || !wall->is_number() || wall->get<double>() < 0)
-    throw steps_error("\"wall_ms\" missing or not a number >= 0");
+  if (wall == j.end() || !plausible_ms(*wall))
+    throw steps_error("\"wall_ms\" missing or not a number of milliseconds from 0 to 1e15");
   rank_step out{step->get<std::uint64_t>(), wall->get<double>(), 0};
   const auto phases = j.find("phases");
   if (phases == j.end()) return out;
@@ -58,23 +64,15 @@ inline rank_step parse_step_line(const std::string& text) {
     if (kind == p.end() || !kind->is_string() || *kind != "communication") continue;
     if (top != p.end() && top->is_boolean() && !top->get<bool>()) continue;  // nested: inside a top-level one
     const auto ms = p.find("wall_ms");
-    if (ms == p.end() || !ms->is_number() || ms->get<double>() < 0)
-      throw steps_error("a communication phase's \"wall_ms\" is missing or not a number >= 0");
+    if (ms == p.end() || !plausible_ms(*ms))
+      throw steps_error("a communication phase's \"wall_ms\" is missing or not a number of milliseconds from 0 to 1e15");
     out.communication_ms += ms->get<double>();
   }
   return out;
 }
 
-/// Every step of the file, as rank `rank`.
-inline read_steps read_rank_steps(const std::string& path, int rank) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw steps_error("is a directory, not a per-step JSONL file");
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw steps_error("cannot read: " + std::string(std::strerror(errno ? errno : ENOENT)));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+/// Every step of a file's text, as rank `rank`.
+inline read_steps parse_rank_steps(const std::string& text, int rank) {
   read_steps out;
   out.steps.rank = rank;
   std::size_t begin = 0, line_no = 0;
@@ -96,6 +94,18 @@ inline read_steps read_rank_steps(const std::string& path, int rank) {
     }
   }
   return out;
+}
+
+/// Every step of the file, as rank `rank`.
+inline read_steps read_rank_steps(const std::string& path, int rank) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw steps_error("is a directory, not a per-step JSONL file");
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw steps_error("cannot read: " + std::string(std::strerror(errno ? errno : ENOENT)));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_rank_steps(buffer.str(), rank);
 }
 
 }  // namespace traceml::tools
