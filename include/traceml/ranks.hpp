@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "traceml/config.hpp"
+#include "traceml/sinks/figure_notes.hpp"
 #include "traceml/stats.hpp"
 #include "traceml/summary.hpp"
 
@@ -191,11 +192,7 @@ inline rank_merge merge_ranks(const std::vector<rank_steps>& reported, int world
 
 /// The merged ranks as a table, with the skew and who waited for whom in words.
 inline std::string format_rank_table(const rank_merge& m) {
-  const auto num = [](double v, int digits = 1) {
-    char b[48];
-    std::snprintf(b, sizeof b, "%.*f", digits, v);
-    return std::string(b);
-  };
+  const auto num = [](double v, int digits = 1) { return detail::fixed_text(v, digits); };  // locale-proof
   const auto list = [](const std::vector<int>& v) {
     std::string s;
     for (int r : v) s += (s.empty() ? "" : ", ") + std::to_string(r);
