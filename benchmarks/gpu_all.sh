@@ -60,16 +60,18 @@ if want pm; then
   stamp "[gpu][pm] test"
   timeout 90 "$build/tests/gpu/traceml_gpu_tests" "[pm],[default],[degrade]" -d yes >"$out/gpu_pm_tests.log" 2>&1; echo "rc=$?"
   grep -E "hardware counters|busy:|SKIPPED|FAILED|passed|failed" "$out/gpu_pm_tests.log" | head -30
+  # The engine's time per launch the probe measured on isolated tiny kernels (its part 5): the
+  # summaries then also hold the records' busy share with it (the launch model).
+  engine=$(awk '$1 == "isolated" && $NF ~ /^[0-9.]+$/ {print $NF}' "$out/pm_probe.log")
   for mode in eager graphs; do
     stamp "counters vs kernel records, every step recorded ($mode)"
     flags=(); [ "$mode" = graphs ] && flags=(--cuda-graphs)
     mkdir -p "$out/agreement_$mode"
     timeout 90 "$build/examples/qwen3/qwen3_accumulation" --schedules 1x4,4x1 --steps "${AGREE_STEPS:-12}" --warmup 2 \
-      --record-budget 0 --no-traces "${flags[@]}" --out "$out/agreement_$mode" >"$out/agreement_$mode.log" 2>&1; echo "rc=$?"
-    # With the engine time per kernel the probe measured on isolated tiny kernels (its part 5).
-    engine=$(awk '$1 == "isolated" && $NF ~ /^[0-9.]+$/ {print $NF}' "$out/pm_probe.log")
-    python3 "$root/benchmarks/counter_agreement.py" "$out/agreement_$mode/accumulation_summary.json" \
-      ${engine:+--engine-us "$engine"} 2>&1 | tee "$out/agreement_$mode.txt"
+      --record-budget 0 --no-traces "${flags[@]}" ${engine:+--launch-engine-us "$engine"} --out "$out/agreement_$mode" \
+      >"$out/agreement_$mode.log" 2>&1; echo "rc=$?"
+    python3 "$root/benchmarks/counter_agreement.py" "$out/agreement_$mode/accumulation_summary.json" 2>&1 |
+      tee "$out/agreement_$mode.txt"
   done
 fi
 

@@ -59,6 +59,7 @@ struct experiment_options {
   std::string gpu_timing = "auto";   // auto (CUPTI, else CUDA events) | events | off
   double record_budget = 0.5;        // % of step time CUPTI's kernel records may cost; 0: every step
   bool hw_counters = true;           // GPU busy/SM activity on every step from hardware counters (PM sampling)
+  double launch_engine_us = 0;       // the engine's time per launch, for records beside counters (0: not modelled)
   bool checkpointing = true;         // the reference run used activation checkpointing
   bool cuda_graphs = false;          // replay each micro-batch's forward and backward from CUDA graphs
   std::int64_t loss_chunk = 1024;    // target tokens per chunk of the loss (chunked_loss.hpp); 0: full logits
@@ -119,6 +120,7 @@ std::unique_ptr<traceml::gpu_source> make_gpu_source(const experiment_options& o
   g.cupti = o.gpu_timing == "auto";
   g.cupti_opts.overhead_budget = o.record_budget / 100.0;
   g.hardware_counters = o.hw_counters;
+  g.launch_engine_ns = static_cast<std::int64_t>(o.launch_engine_us * 1e3 + 0.5);
   g.current_stream = traceml::libtorch::current_stream_provider();
   g.memory = traceml::libtorch::caching_allocator_sampler();
   return traceml::make_best_gpu_source(g);
@@ -215,6 +217,10 @@ int main(int argc, char** argv) {
   app.add_flag("--hw-counters,!--no-hw-counters", o.hw_counters,
                "GPU busy and SM activity of every phase on every step from hardware counters (CUPTI PM sampling; "
                "default on, off when the GPU or its driver does not allow it)");
+  app.add_option("--launch-engine-us", o.launch_engine_us,
+                 "the GPU engine's time per kernel launch outside a kernel record (pm_sampling_probe measures it): "
+                 "the summary then sets the records' busy share, with it, beside the counters' on recorded steps")
+      ->check(qwen3::number_in(0, 1000, "microseconds from 0 to 1000"))->capture_default_str();
   app.add_flag("--checkpointing,!--no-checkpointing", o.checkpointing, "recompute each decoder layer in backward (default on)");
   app.add_flag("--cuda-graphs", o.cuda_graphs,
                "replay forward and backward from CUDA graphs captured per schedule (LibTorch 2.x with CUDA)");

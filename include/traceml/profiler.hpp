@@ -172,6 +172,7 @@ class profiler : public recording_callback, private recorder_observer {
     std::lock_guard<std::mutex> lock(mu_);
     gpu_ = std::move(source);
     attribution_.keep_activities(keeps_trace_data());
+    attribution_.launch_engine_ns(gpu_ ? gpu_->launch_engine_ns() : 0);
     detail::recorder().observe_phases.store(attached_ && gpu_ && gpu_->wants_scope_hooks(), std::memory_order_relaxed);
   }
   gpu_source* gpu() const noexcept { return gpu_.get(); }
@@ -229,6 +230,7 @@ class profiler : public recording_callback, private recorder_observer {
     const std::string gpu_status = result_.summary.gpu_status;
     result_.summary = acc_.summary();
     result_.summary.gpu_status = gpu_status;
+    if (gpu_) result_.summary.launch_engine_us = static_cast<double>(gpu_->launch_engine_ns()) / 1e3;
     result_.summary.dropped_records = dropped_;
     result_.summary.capped_records = capped_;
     result_.summary.overlapping_steps = R.overlapping_steps.load(std::memory_order_relaxed);

@@ -882,6 +882,8 @@ TEST_CASE("hardware counters give the activity chart: four shares per phase on a
     CHECK(doc.find("<title>forward: SM active 25.0% of the sampled GPU window, over 9 of 10 steps</title>") !=
           std::string::npos);
   }
+  const std::string fwd_cells_with_launch = "forward</td><td class=\"num\">1</td><td class=\"num\">60.0%</td>"
+                                           "<td class=\"num\">54.5%</td><td class=\"num\">61.8%</td></tr>";
   SECTION("the agreement of the two sources on the recorded step") {
     const std::string fwd =
         "forward</td><td class=\"num\">1</td><td class=\"num\">60.0%</td><td class=\"num\">54.5%</td></tr>";
@@ -890,6 +892,13 @@ TEST_CASE("hardware counters give the activity chart: four shares per phase on a
                    "<td class=\"num\">58.7%</td></tr>") != std::string::npos);  // 19.5 and 18.5 of 31.5
     const auto table = doc.substr(doc.find("<table class=\"data agreement\">"));
     CHECK(table.substr(0, table.find("</table>")).find("eval") == std::string::npos);  // never on a recorded step
+  }
+  SECTION("with the launch model: a records + launch column over the same step, and what it is") {
+    const auto m = html_report({traceml_test::mixed_run_with_launch_model()});
+    CHECK(m.find("<th class=\"num\">records + launch</th>") != std::string::npos);
+    CHECK(m.find(fwd_cells_with_launch) != std::string::npos);
+    CHECK(m.find("the kernel records with each kernel begun 1.50 us earlier") != std::string::npos);
+    CHECK(doc.find("records + launch") == std::string::npos);  // not modelled: no column
   }
   SECTION("the phase table and the summary card carry the same shares") {
     CHECK(doc.find("<th class=\"num\">GPU busy</th><th class=\"num\">SM active</th><th class=\"num\">tensor</th>"

@@ -264,6 +264,32 @@ TEST_CASE("facts: sums - union - idle inside the GPU window - memcpy/memset - ev
   CHECK(r.total.idle_ns == 998 - 510);
 }
 
+TEST_CASE("the launch model: each kernel begun the engine's launch time earlier - hidden behind a kernel "
+          "running back to back - clipped at the window - copies unchanged", "[attribution]") {
+  scenario s;
+  s.span(phase_kind::step, "step", 0, -1, 0, 1000, 1, 999);
+  s.span(phase_kind::forward, "forward", 0, 0, 0, 1000, 2, 998);
+  s.kernel("isolated", 300, 310);        // [250, 310] with 50 ns of set-up: 60 of engine time
+  s.kernel("first", 500, 600);           // [450, 600]
+  s.kernel("back_to_back", 620, 700);    // [570, 700]: its set-up hides behind "first" (gap 20 < 50)
+  s.kernel("at_the_edge", 20, 40);       // [-30, 40] clipped to the window's begin at 2: 38
+  s.copy(gpu_activity::type::memcpy, 800, 900, 64);  // a copy has no kernel launch: [800, 900]
+  const auto plain = attribute(s.in).reports.at(0);
+  const auto& pf = find_phase(plain, "forward", 0)->facts;
+  CHECK(pf.busy_ns == 10 + 100 + 80 + 20 + 100);
+  CHECK(pf.engine_busy_ns == -1);  // not modelled without the engine's time
+  CHECK(plain.total.engine_busy_ns == -1);
+
+  attribution_options opt;
+  opt.launch_engine_ns = 50;
+  const auto r = attribute(s.in, opt).reports.at(0);
+  const auto& f = find_phase(r, "forward", 0)->facts;
+  CHECK(f.busy_ns == pf.busy_ns);  // the records' own busy time does not change
+  CHECK(f.engine_busy_ns == 60 + (700 - 450) + (40 - 2) + 100);
+  CHECK(f.engine_busy_ns < f.busy_ns + 4 * 50);  // not simply launches x 50 added
+  CHECK(r.total.engine_busy_ns == 60 + 250 + (40 - 1) + 100);  // the step's window begins at 1
+}
+
 TEST_CASE("nested phases: a kernel belongs to the innermost one only", "[attribution]") {
   scenario s;
   s.span(phase_kind::step, "step", 0, -1, 0, 1000, 1, 999);

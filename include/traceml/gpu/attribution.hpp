@@ -35,6 +35,7 @@
 //                        name merged (merge_kernels) and sorted, never truncated
 //                        -- attribution_facts.hpp
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -64,6 +65,7 @@ inline attribution_output attribute(const attribution_input& in, const attributi
   const auto assigned = detail::assign_records(in.records, windows, index, in.final_round);
 
   detail::round_acc acc = detail::open_steps(in, windows, index);
+  acc.launch_engine_ns = std::max<std::int64_t>(0, opt.launch_engine_ns);
   detail::open_phase_entries(in, windows, acc);
   std::uint64_t orphan_kernels = 0;
   for (std::size_t r = 0; r < in.records.size(); ++r) {

@@ -31,6 +31,10 @@ struct attribution_input {
 /// Per-phase kernel lists are never truncated here: the run-level merge (summary.hpp) truncates.
 struct attribution_options {
   bool keep_activities = false;  ///< fill step_gpu_report::activities
+  /// The graphics engine's own time per kernel launch outside the kernel's record (set-up before it
+  /// starts), for gpu_facts::engine_busy_ns: the records' busy time as hardware counters see it.
+  /// 0: not modelled (engine_busy_ns = busy_ns).
+  std::int64_t launch_engine_ns = 0;
 };
 
 struct attribution_output {

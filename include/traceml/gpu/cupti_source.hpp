@@ -393,6 +393,7 @@ struct gpu_source_options {
   /// an unsupported GPU, another tool holds them) the source runs without them and says why once.
   bool hardware_counters = true;
   pm_sampler_options counters;
+  std::int64_t launch_engine_ns = 0;  ///< pm_sampling_options::launch_engine_ns
 };
 
 /// The best GPU source this process can have: CUPTI kernel attribution, else CUDA-event phase
@@ -429,6 +430,7 @@ inline std::unique_ptr<gpu_source> make_best_gpu_source(gpu_source_options o = {
   pm_sampling_options pm;
   pm.sampler = o.counters;
   pm.current_stream = o.current_stream;
+  pm.launch_engine_ns = o.launch_engine_ns;
   // Kept even when the counters are unavailable: its status() then says why on every output.
   return std::make_unique<pm_sampling_source>(std::move(made), std::move(pm));
 }

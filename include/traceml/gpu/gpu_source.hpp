@@ -37,6 +37,9 @@ class gpu_source {
   /// One line for humans: what is measured, or why it is not (e.g. "kernel attribution off:
   /// CUPTI already in use by another tool (Nsight Systems?); using CUDA events").
   virtual std::string status() const = 0;
+  /// The graphics engine's time per kernel launch outside the kernel's record, for comparing kernel
+  /// records with hardware counters (attribution_options::launch_engine_ns); 0: not modelled.
+  virtual std::int64_t launch_engine_ns() const noexcept { return 0; }
 };
 
 TRACEML_END_NAMESPACE

@@ -177,11 +177,14 @@ inline void phase_table(std::string& o, const run_result& r, const phase_palette
   o += "</tr></tfoot>\n</table>\n";
 }
 
-/// One row of the agreement table: GPU busy from each source over the same recorded steps.
-inline void agreement_row(std::string& o, const std::string& first_cells_html, const counter_summary& k) {
+/// One row of the agreement table: GPU busy from each source over the same recorded steps (and the
+/// records with the engine's launch time, when a run modelled it).
+inline void agreement_row(std::string& o, const std::string& first_cells_html, const counter_summary& k,
+                          bool launch_column) {
   o += "<tr>" + first_cells_html + num_cell(std::to_string(k.recorded_steps)) +
-       num_cell(share_pct(k.recorded_counter_busy_share)) + num_cell(share_pct(k.recorded_kernel_busy_share)) +
-       "</tr>\n";
+       num_cell(share_pct(k.recorded_counter_busy_share)) + num_cell(share_pct(k.recorded_kernel_busy_share));
+  if (launch_column) o += num_cell(share_pct(k.recorded_engine_busy_share));
+  o += "</tr>\n";
 }
 
 /// The two GPU sources side by side on the steps that had both: the counters' busy share of the
@@ -195,6 +198,11 @@ inline void agreement_table(std::string& o, const std::vector<run_result>& runs,
   std::vector<std::string> head = {"phase"};
   if (several) head.emplace_back("run");
   for (const char* h : {"recorded steps", "counters", "kernel records"}) head.emplace_back(h);
+  // Records begin a little after the engine starts on a kernel: the counters count its launch set-up.
+  double launch_us = 0;
+  for (const auto& r : runs) launch_us = std::max(launch_us, r.summary.launch_engine_us);
+  const bool launch = launch_us > 0;
+  if (launch) head.emplace_back("records + launch");
   header_row(o, head);
   o += "<tbody>\n";
   std::string steps;
@@ -206,14 +214,18 @@ inline void agreement_table(std::string& o, const std::vector<run_result>& runs,
       std::string name = "<td>";
       swatch(name, pal.color(p.kind, p.name));
       name += escape(p.name) + (p.top_level ? "" : " <span class=\"muted\">(nested)</span>") + "</td>";
-      agreement_row(o, name + run_cell, *p.counters);
+      agreement_row(o, name + run_cell, *p.counters, launch);
     }
     if (s.step_counters && s.step_counters->recorded_steps > 0)
-      agreement_row(steps, "<td>step</td>" + run_cell, *s.step_counters);
+      agreement_row(steps, "<td>step</td>" + run_cell, *s.step_counters, launch);
   }
   o += "</tbody>\n";
   if (!steps.empty()) o += "<tfoot>" + steps + "</tfoot>\n";
   o += "</table>\n";
+  if (launch)
+    o += "<p class=\"muted\">records + launch: the kernel records with each kernel begun " + fixed_text(launch_us, 2) +
+         " us earlier, the graphics engine's launch set-up that the counters count as busy and a record does not "
+         "(kernels back to back hide it).</p>\n";
 }
 
 /// One row of the GPU table: every figure per step, over the same recorded steps.

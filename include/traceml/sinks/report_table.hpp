@@ -56,12 +56,16 @@ inline std::string phase_label(const phase_summary& p) {
 }
 
 /// The hardware-counter block's columns: the agreement pair only when some sampled step was also
-/// recorded (otherwise they would be a column of dashes).
+/// recorded (otherwise they would be a column of dashes), and beside it the records with the
+/// engine's launch time when the run modelled it.
 struct counter_columns {
   std::size_t agreement_steps = 0;
+  double launch_engine_us = 0;
 
-  explicit counter_columns(const run_summary& s) : agreement_steps(counters_and_records_steps(s)) {}
+  explicit counter_columns(const run_summary& s)
+      : agreement_steps(counters_and_records_steps(s)), launch_engine_us(s.launch_engine_us) {}
   bool agreement() const noexcept { return agreement_steps > 0; }
+  bool launch_model() const noexcept { return agreement() && launch_engine_us > 0; }
 };
 
 /// The cells of one row of the counter block ("-" for a counter this GPU does not sample, and in the
@@ -72,8 +76,10 @@ inline std::string counter_cells(const counter_columns& c, const counter_summary
                     pad(share_percent_text(k.dram_share), 8);
   if (!c.agreement()) return out;
   const bool both = k.recorded_steps > 0;
-  return out + pad(both ? share_percent_text(k.recorded_counter_busy_share) : "-", 17) +
+  out += pad(both ? share_percent_text(k.recorded_counter_busy_share) : "-", 17) +
          pad(both ? share_percent_text(k.recorded_kernel_busy_share) : "-", 16);
+  if (c.launch_model()) out += pad(both ? share_percent_text(k.recorded_engine_busy_share) : "-", 15);
+  return out;
 }
 
 /// The steps the sampled figures rest on, the agreement columns' steps, and the samples' reach:
@@ -86,6 +92,9 @@ inline std::string counter_footer(const run_summary& s, const counter_columns& c
   if (c.agreement())
     out += "; rec. counters/kernels %: GPU busy from counters and from kernel records on the same " +
            std::to_string(c.agreement_steps) + (c.agreement_steps == 1 ? " recorded step" : " recorded steps");
+  if (c.launch_model())
+    out += "; rec.+launch %: the kernel records with " + fixed_text(c.launch_engine_us, 2) +
+           " us of engine time per launch (counted by the counters, not by a record)";
   if (s.step_counters)
     out += "; samples covered " + share_percent_text(s.step_counters->coverage) + "% of the step's GPU window";
   return out + "\n";
@@ -99,6 +108,7 @@ inline std::string counter_block(const run_summary& s) {
   std::string header = pad("hardware counters", 22, true) + pad("busy ms", 11) + pad("busy %", 8) + pad("SM %", 8) +
                        pad("tensor %", 10) + pad("DRAM %", 8);
   if (cols.agreement()) header += pad("rec. counters %", 17) + pad("rec. kernels %", 16);
+  if (cols.launch_model()) header += pad("rec.+launch %", 15);
   const std::string rule(header.size(), '-');
   std::string out = header + "\n" + rule + "\n";
   for (const auto& p : s.phases)
