@@ -103,7 +103,8 @@ if want pm_overhead; then
   # What the counters cost on top of CUDA-event timing (budget +0.3% with CUDA graphs).
   if [ "${PM_GRAPHS:-1}" != 0 ]; then  # PM_GRAPHS=0 skips it
     stamp "hardware counters' cost on the Qwen3 trainer, CUDA graphs"
-    timeout 100 "$build/benchmarks/qwen3_overhead" --cuda-graphs --modes events,events+pm --rounds "${PM_ROUNDS:-6}" \
+    timeout $((40 + 15 * ${PM_ROUNDS:-6})) "$build/benchmarks/qwen3_overhead" --cuda-graphs --modes events,events+pm \
+      --rounds "${PM_ROUNDS:-6}" ${PM_GRAPHS_SCHEDULES:+--schedules "$PM_GRAPHS_SCHEDULES"} \
       >"$out/pm_overhead_graphs.log" 2>&1; echo "rc=$?"
     cat "$out/pm_overhead_graphs.log"
   fi
@@ -113,7 +114,7 @@ if want pm_overhead; then
     stamp "hardware counters' cost on the Qwen3 trainer, eager"
     # events+pmalt: the sampler on every other step, against its neighbours (what blocks cannot resolve).
     timeout 240 "$build/benchmarks/qwen3_overhead" --modes "${PM_EAGER_MODES:-events,events+pm,events+pmalt}" \
-      --rounds "${PM_EAGER_ROUNDS:-8}" --block "${PM_EAGER_BLOCK:-11}" \
+      --rounds "${PM_EAGER_ROUNDS:-8}" --block "${PM_EAGER_BLOCK:-11}" ${PM_EAGER_SCHEDULES:+--schedules "$PM_EAGER_SCHEDULES"} \
       >"$out/pm_overhead_eager.log" 2>&1; echo "rc=$?"
     cat "$out/pm_overhead_eager.log"
   fi

@@ -248,8 +248,8 @@ inline counter_summary read_counter_summary(const object_reader& r) {
   c.recorded_steps = a.size("steps");
   c.recorded_counter_busy_share = a.measured("counters_busy_share");
   c.recorded_kernel_busy_share = a.measured("kernel_records_busy_share");
-  // Absent from summaries written before the launch model existed: not modelled.
-  if (a.has("kernel_records_engine_busy_share")) c.recorded_engine_busy_share = a.measured("kernel_records_engine_busy_share");
+  // Absent from summaries written before the records were modelled as counted: not modelled.
+  if (a.has("kernel_records_as_counted_share")) c.recorded_counted_share = a.measured("kernel_records_as_counted_share");
   return c;
 }
 
@@ -325,7 +325,11 @@ inline run_summary read_run_summary(const object_reader& r, bool counter_fields)
   r.each("phases", [&](const object_reader& p) { s.phases.push_back(read_phase_summary(p, counter_fields)); });
   const auto g = r.object("gpu");
   s.gpu_status = g.text("status");
-  if (g.has("launch_engine_us")) s.launch_engine_us = g.number("launch_engine_us");
+  if (g.has("records_as_counted")) {
+    const auto m = g.object("records_as_counted");
+    s.counted_interval_us = m.number("sample_interval_us");
+    s.launch_engine_us = m.number("launch_engine_us");
+  }
   s.step_gpu_ms = read_optional_stats(g, "step_gpu_ms");
   if (g.has("step_kernels")) s.step_kernels = read_kernel_summary(g.object("step_kernels"));
   if (g.has("step_counters")) s.step_counters = read_counter_summary(g.object("step_counters"));

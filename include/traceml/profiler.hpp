@@ -172,7 +172,7 @@ class profiler : public recording_callback, private recorder_observer {
     std::lock_guard<std::mutex> lock(mu_);
     gpu_ = std::move(source);
     attribution_.keep_activities(keeps_trace_data());
-    attribution_.launch_engine_ns(gpu_ ? gpu_->launch_engine_ns() : 0);
+    attribution_.counter_view(gpu_ ? gpu_->counter_view() : records_as_counted{});
     detail::recorder().observe_phases.store(attached_ && gpu_ && gpu_->wants_scope_hooks(), std::memory_order_relaxed);
   }
   gpu_source* gpu() const noexcept { return gpu_.get(); }
@@ -230,7 +230,10 @@ class profiler : public recording_callback, private recorder_observer {
     const std::string gpu_status = result_.summary.gpu_status;
     result_.summary = acc_.summary();
     result_.summary.gpu_status = gpu_status;
-    if (gpu_) result_.summary.launch_engine_us = static_cast<double>(gpu_->launch_engine_ns()) / 1e3;
+    if (gpu_ && gpu_->counter_view().on()) {
+      result_.summary.counted_interval_us = static_cast<double>(gpu_->counter_view().sample_interval_ns) / 1e3;
+      result_.summary.launch_engine_us = static_cast<double>(gpu_->counter_view().launch_engine_ns) / 1e3;
+    }
     result_.summary.dropped_records = dropped_;
     result_.summary.capped_records = capped_;
     result_.summary.overlapping_steps = R.overlapping_steps.load(std::memory_order_relaxed);

@@ -101,9 +101,9 @@ class counter_accumulator {
       recorded_kernel_busy_ += static_cast<double>(f.busy_ns);
       recorded_window_ += static_cast<double>(f.window_ns);
       ++recorded_steps_;
-      if (f.engine_busy_ns >= 0) {
-        recorded_engine_busy_ += static_cast<double>(f.engine_busy_ns);
-        ++engine_steps_;
+      if (f.counted_busy_ns >= 0) {
+        recorded_counted_ += static_cast<double>(f.counted_busy_ns);
+        ++counted_steps_;
       }
     }
     return busy / 1e6;
@@ -125,17 +125,17 @@ class counter_accumulator {
     k.recorded_steps = static_cast<std::size_t>(recorded_steps_);
     if (recorded_counters_.measured()) k.recorded_counter_busy_share = busy_share(recorded_counters_);
     if (recorded_window_ > 0) k.recorded_kernel_busy_share = std::clamp(recorded_kernel_busy_ / recorded_window_, 0.0, 1.0);
-    // Only over the very same steps as the other two: every recorded step had the launch model.
-    if (recorded_window_ > 0 && engine_steps_ == recorded_steps_)
-      k.recorded_engine_busy_share = std::clamp(recorded_engine_busy_ / recorded_window_, 0.0, 1.0);
+    // Only over the very same steps as the other two: every recorded step was modelled.
+    if (recorded_window_ > 0 && counted_steps_ == recorded_steps_)
+      k.recorded_counted_share = std::clamp(recorded_counted_ / recorded_window_, 0.0, 1.0);
     return k;
   }
 
  private:
-  std::uint64_t steps_ = 0, recorded_steps_ = 0, engine_steps_ = 0;
+  std::uint64_t steps_ = 0, recorded_steps_ = 0, counted_steps_ = 0;
   running_stats window_, busy_, idle_;
   counter_facts total_, recorded_counters_;
-  double window_total_ = 0, recorded_kernel_busy_ = 0, recorded_window_ = 0, recorded_engine_busy_ = 0;
+  double window_total_ = 0, recorded_kernel_busy_ = 0, recorded_window_ = 0, recorded_counted_ = 0;
 };
 
 /// How many steps of each sample set have been folded so far: a phase that appears late gets zeros

@@ -96,9 +96,9 @@ struct counter_summary {
   std::size_t recorded_steps = 0;
   double recorded_counter_busy_share = -1;  ///< counters' busy share on those steps
   double recorded_kernel_busy_share = -1;   ///< kernel records' busy / window on those steps
-  /// The records' busy with each kernel's launch set-up on the engine (gpu_facts::engine_busy_ns,
-  /// run_summary::launch_engine_us per kernel): the records as the counters count. -1: not modelled.
-  double recorded_engine_busy_share = -1;
+  /// The records as the counters would count them (gpu_facts::counted_busy_ns: the whole GPU, each
+  /// kernel's launch set-up, the counters' sample interval), / window on those steps. -1: not modelled.
+  double recorded_counted_share = -1;
 };
 
 /// The explanation's sample set: per-step means over the measured steps on which kernel records were
@@ -196,8 +196,9 @@ struct run_summary {
   std::uint64_t dropped_gpu_records = 0;
   std::uint64_t unattributed_kernels = 0;
   std::string gpu_status = no_gpu_source_status;  ///< what the GPU source measured, or why not
-  /// The engine's time per kernel launch that counter_summary::recorded_engine_busy_share adds to
-  /// each kernel record (gpu_source::launch_engine_ns); 0: not modelled.
+  /// How counter_summary::recorded_counted_share saw the records (gpu_source::counter_view): the
+  /// counters' sample interval (0: not modelled) and the engine's time per kernel launch.
+  double counted_interval_us = 0;
   double launch_engine_us = 0;
   /// Step time along the run, every step in order (warm-up included), at most timeline_points
   /// buckets of equal length (1 step each for runs up to that many steps).

@@ -173,24 +173,26 @@ inline traceml::run_result mixed_run(const mixed_run_shape& shape = {}, std::siz
   return r;
 }
 
-/// mixed_run with the engine's launch model on its recorded step (gpu_facts::engine_busy_ns): each
-/// forward micro-batch 3.4 ms (records 3), each backward 6.2 (records 6), the optimizer 0.9 (0.5),
-/// the dataloader 0, the step 21.5 (18.5), at 1.5 us per launch. Hand-computed shares over the one
-/// recorded step: forward 6.8 / 11, backward 12.4 / 17, optimizer 0.9 / 2.5, step 21.5 / 31.5.
-inline traceml::run_result mixed_run_with_launch_model() {
+/// mixed_run with its recorded step's records as the counters would count them
+/// (gpu_facts::counted_busy_ns): each forward micro-batch 3.4 ms (records 3), each backward 6.2
+/// (records 6), the optimizer 0.9 (0.5), the dataloader 0.1 (0), the step 21.5 (18.5), seen through
+/// 100 us samples and 1.5 us per launch. Hand-computed shares over the one recorded step: forward
+/// 6.8 / 11, backward 12.4 / 17, optimizer 0.9 / 2.5, step 21.5 / 31.5.
+inline traceml::run_result mixed_run_as_counted() {
   traceml::run_result r = mixed_run();
   for (auto& st : r.steps) {
     auto& g = *st.gpu;
     if (!g.kernels_measured) continue;
     for (auto& p : g.phases) {
       const std::string name = p.name;
-      p.facts.engine_busy_ns = detail_mixed::ns(name == "forward" ? 3.4 : name == "backward" ? 6.2
-                                                : name == "optimizer" ? 0.9 : 0.0);
+      p.facts.counted_busy_ns = detail_mixed::ns(name == "forward" ? 3.4 : name == "backward" ? 6.2
+                                                 : name == "optimizer" ? 0.9 : 0.1);
     }
-    g.total.engine_busy_ns = detail_mixed::ns(21.5);
+    g.total.counted_busy_ns = detail_mixed::ns(21.5);
   }
   r.summary = traceml::summarize_run(r.steps, 2);
   r.summary.gpu_status = mixed_run().summary.gpu_status;
+  r.summary.counted_interval_us = 100;
   r.summary.launch_engine_us = 1.5;
   return r;
 }

@@ -882,7 +882,7 @@ TEST_CASE("hardware counters give the activity chart: four shares per phase on a
     CHECK(doc.find("<title>forward: SM active 25.0% of the sampled GPU window, over 9 of 10 steps</title>") !=
           std::string::npos);
   }
-  const std::string fwd_cells_with_launch = "forward</td><td class=\"num\">1</td><td class=\"num\">60.0%</td>"
+  const std::string fwd_cells_as_counted = "forward</td><td class=\"num\">1</td><td class=\"num\">60.0%</td>"
                                            "<td class=\"num\">54.5%</td><td class=\"num\">61.8%</td></tr>";
   SECTION("the agreement of the two sources on the recorded step") {
     const std::string fwd =
@@ -893,12 +893,13 @@ TEST_CASE("hardware counters give the activity chart: four shares per phase on a
     const auto table = doc.substr(doc.find("<table class=\"data agreement\">"));
     CHECK(table.substr(0, table.find("</table>")).find("eval") == std::string::npos);  // never on a recorded step
   }
-  SECTION("with the launch model: a records + launch column over the same step, and what it is") {
-    const auto m = html_report({traceml_test::mixed_run_with_launch_model()});
-    CHECK(m.find("<th class=\"num\">records + launch</th>") != std::string::npos);
-    CHECK(m.find(fwd_cells_with_launch) != std::string::npos);
-    CHECK(m.find("the kernel records with each kernel begun 1.50 us earlier") != std::string::npos);
-    CHECK(doc.find("records + launch") == std::string::npos);  // not modelled: no column
+  SECTION("records as counted: a column over the same step, and how they were seen") {
+    const auto m = html_report({traceml_test::mixed_run_as_counted()});
+    CHECK(m.find("<th class=\"num\">records as counted</th>") != std::string::npos);
+    CHECK(m.find(fwd_cells_as_counted) != std::string::npos);
+    CHECK(m.find("averaged over samples of 100 us (busy next to a short window leaks into it), each kernel begun 1.50 us "
+                 "earlier") != std::string::npos);
+    CHECK(doc.find("records as counted") == std::string::npos);  // not modelled: no column
   }
   SECTION("the phase table and the summary card carry the same shares") {
     CHECK(doc.find("<th class=\"num\">GPU busy</th><th class=\"num\">SM active</th><th class=\"num\">tensor</th>"

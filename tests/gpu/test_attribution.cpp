@@ -264,30 +264,65 @@ TEST_CASE("facts: sums - union - idle inside the GPU window - memcpy/memset - ev
   CHECK(r.total.idle_ns == 998 - 510);
 }
 
-TEST_CASE("the launch model: each kernel begun the engine's launch time earlier - hidden behind a kernel "
-          "running back to back - clipped at the window - copies unchanged", "[attribution]") {
+TEST_CASE("records as counted: what the counters' own window measure makes of the step's records - each kernel "
+          "begun the launch time earlier - busy next to a short window leaks in", "[attribution][counters]") {
   scenario s;
-  s.span(phase_kind::step, "step", 0, -1, 0, 1000, 1, 999);
+  s.span(phase_kind::step, "step", 0, -1, 0, 4000, 1, 3999);
   s.span(phase_kind::forward, "forward", 0, 0, 0, 1000, 2, 998);
-  s.kernel("isolated", 300, 310);        // [250, 310] with 50 ns of set-up: 60 of engine time
-  s.kernel("first", 500, 600);           // [450, 600]
-  s.kernel("back_to_back", 620, 700);    // [570, 700]: its set-up hides behind "first" (gap 20 < 50)
-  s.kernel("at_the_edge", 20, 40);       // [-30, 40] clipped to the window's begin at 2: 38
-  s.copy(gpu_activity::type::memcpy, 800, 900, 64);  // a copy has no kernel launch: [800, 900]
+  s.span(phase_kind::dataloader, "dataloader", 0, 0, 1000, 1100, 1000, 1100);  // short, no work of its own
+  s.span(phase_kind::backward, "backward", 0, 0, 1100, 4000, 1100, 3998);
+  s.kernel("isolated", 300, 310);
+  s.kernel("first", 500, 600);
+  s.kernel("back_to_back", 620, 700);  // its set-up hides behind "first"
+  s.kernel("late", 900, 1000);         // forward's last kernel, up to the dataloader's begin
+  s.copy(gpu_activity::type::memcpy, 1020, 1040, 64);  // the dataloader's: a copy has no launch set-up
+  s.kernel("grad", 1100, 3000);        // backward, right after the dataloader
   const auto plain = attribute(s.in).reports.at(0);
-  const auto& pf = find_phase(plain, "forward", 0)->facts;
-  CHECK(pf.busy_ns == 10 + 100 + 80 + 20 + 100);
-  CHECK(pf.engine_busy_ns == -1);  // not modelled without the engine's time
-  CHECK(plain.total.engine_busy_ns == -1);
+  CHECK(find_phase(plain, "forward", 0)->facts.counted_busy_ns == -1);  // not modelled without the interval
+  CHECK(plain.total.counted_busy_ns == -1);
 
+  constexpr std::int64_t interval = 160, launch = 50;
   attribution_options opt;
-  opt.launch_engine_ns = 50;
+  opt.counted = records_as_counted{interval, launch};
   const auto r = attribute(s.in, opt).reports.at(0);
-  const auto& f = find_phase(r, "forward", 0)->facts;
-  CHECK(f.busy_ns == pf.busy_ns);  // the records' own busy time does not change
-  CHECK(f.engine_busy_ns == 60 + (700 - 450) + (40 - 2) + 100);
-  CHECK(f.engine_busy_ns < f.busy_ns + 4 * 50);  // not simply launches x 50 added
-  CHECK(r.total.engine_busy_ns == 60 + 250 + (40 - 1) + 100);  // the step's window begins at 1
+  // What the counters would read: samples of 160 ns on a grid of unknown phase, each as busy as the
+  // step's records with kernels begun 50 ns earlier, measured per window by the counters' own
+  // overlap-weighted mean (pm_samples.hpp), averaged over the 16 grid phases the model takes.
+  const std::vector<std::pair<std::int64_t, std::int64_t>> busy = {
+      {250, 310}, {450, 700}, {850, 1000}, {1020, 1040}, {1050, 3000}};
+  const auto counters_read = [&](std::int64_t lo, std::int64_t hi) {
+    double total = 0;
+    for (int k = 0; k < 16; ++k) {
+      std::vector<pm_sample> grid;
+      for (std::int64_t b = -1000 + (interval * k) / 16 + 1; b < 5000; b += interval) {
+        std::int64_t covered = 0;
+        for (const auto& [x, y] : busy) covered += std::max<std::int64_t>(0, std::min(y, b + interval) - std::max(x, b));
+        pm_sample smp;
+        smp.begin_ns = b;
+        smp.end_ns = b + interval;
+        smp.gpu_busy = static_cast<double>(covered) / interval;
+        grid.push_back(smp);
+      }
+      const counter_facts c = measure_window(grid, lo, hi);
+      total += busy_share(c) * static_cast<double>(hi - lo);
+    }
+    return total / 16;
+  };
+  const auto& fwd = find_phase(r, "forward", 0)->facts;
+  const auto& data = find_phase(r, "dataloader", 0)->facts;
+  const auto& bwd = find_phase(r, "backward", 0)->facts;
+  CHECK(fwd.busy_ns == 10 + 180 + 98);  // the records' own busy time does not change ("late" clipped at 998)
+  CHECK(static_cast<double>(fwd.counted_busy_ns) == Approx(counters_read(2, 998)).margin(1));
+  CHECK(static_cast<double>(data.counted_busy_ns) == Approx(counters_read(1000, 1100)).margin(1));
+  CHECK(static_cast<double>(bwd.counted_busy_ns) == Approx(counters_read(1100, 3998)).margin(1));
+  CHECK(static_cast<double>(r.total.counted_busy_ns) == Approx(counters_read(1, 3999)).margin(1));
+  // The dataloader's records are 20 ns of its 100; the counters would read far more: its neighbours'
+  // kernels (and backward's launch set-up inside it) leak in through the samples at its edges.
+  CHECK(data.busy_ns == 20);
+  CHECK(data.counted_busy_ns > 50);
+  // Inside a long window, far from its edges, nothing leaks: backward's kernel from 1100 (set-up
+  // from 1050, inside the dataloader) to 3000, then idle to 3998, is read as about 1900 of 2898.
+  CHECK(static_cast<double>(bwd.counted_busy_ns) == Approx(1900).margin(60));
 }
 
 TEST_CASE("nested phases: a kernel belongs to the innermost one only", "[attribution]") {

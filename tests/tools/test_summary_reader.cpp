@@ -68,13 +68,14 @@ TEST_CASE("a summary read back writes the same text", "[reader]") {
   long_run.name = "long";
   long_run.steps.clear();  // a run longer than keep_steps: summary only, "steps_included": false
   const std::vector<run_result> runs = {traceml_test::mixed_run(), cpu_run(), long_run,
-                                        traceml_test::mixed_run_with_launch_model()};
+                                        traceml_test::mixed_run_as_counted()};
   const std::string written = json_summary(runs);
   const auto read = parse_summary(written);
   REQUIRE(read.runs.size() == 4);
+  CHECK(read.runs[3].summary.counted_interval_us == Approx(100));
   CHECK(read.runs[3].summary.launch_engine_us == Approx(1.5));
-  CHECK(read.runs[3].summary.step_counters->recorded_engine_busy_share == Approx(21.5 / 31.5));
-  CHECK(read.runs[0].summary.step_counters->recorded_engine_busy_share == -1);
+  CHECK(read.runs[3].summary.step_counters->recorded_counted_share == Approx(21.5 / 31.5));
+  CHECK(read.runs[0].summary.step_counters->recorded_counted_share == -1);
   CHECK(read.traceml_version == TRACEML_VERSION_STRING);
   CHECK(json_summary(read.runs) == written);
 

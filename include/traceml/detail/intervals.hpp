@@ -51,5 +51,25 @@ inline std::int64_t union_length(std::vector<interval> iv, std::int64_t lo = std
   return total;
 }
 
+/// How busy [lo, hi) reads to a sampler that averages `merged` over back-to-back samples of length
+/// `interval` and weighs each by its overlap with [lo, hi) (pm_samples.hpp): busy time just outside
+/// the window leaks in through the samples that straddle its edges, and short gaps inside blur. The
+/// grid's phase is not known, so this is the mean over `phases` evenly spaced ones. Returns busy ns
+/// (at most hi - lo).
+inline double sampled_busy_ns(const std::vector<interval>& merged, std::int64_t lo, std::int64_t hi,
+                              std::int64_t interval, int phases = 16) {
+  if (hi <= lo || interval <= 0 || phases <= 0) return 0;
+  double total = 0;
+  for (int k = 0; k < phases; ++k) {
+    for (std::int64_t s = lo - interval + (interval * k) / phases + 1; s < hi; s += interval) {
+      const std::int64_t overlap = std::min(hi, s + interval) - std::max(lo, s);
+      if (overlap <= 0) continue;
+      total += static_cast<double>(overlap) * static_cast<double>(covered_in(merged, s, s + interval)) /
+               static_cast<double>(interval);
+    }
+  }
+  return std::min(total / phases, static_cast<double>(hi - lo));
+}
+
 }  // namespace detail
 TRACEML_END_NAMESPACE

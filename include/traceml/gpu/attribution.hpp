@@ -65,7 +65,8 @@ inline attribution_output attribute(const attribution_input& in, const attributi
   const auto assigned = detail::assign_records(in.records, windows, index, in.final_round);
 
   detail::round_acc acc = detail::open_steps(in, windows, index);
-  acc.launch_engine_ns = std::max<std::int64_t>(0, opt.launch_engine_ns);
+  acc.counted = opt.counted;
+  acc.counted.launch_engine_ns = std::max<std::int64_t>(0, acc.counted.launch_engine_ns);
   detail::open_phase_entries(in, windows, acc);
   std::uint64_t orphan_kernels = 0;
   for (std::size_t r = 0; r < in.records.size(); ++r) {

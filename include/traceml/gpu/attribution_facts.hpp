@@ -42,7 +42,7 @@ struct step_acc {
   step_gpu_report report;
   interval window;               // the step's measured window
   std::vector<interval> busy;    // every record of the step
-  std::vector<interval> engine;  // the same, kernels begun launch_engine_ns earlier (when modelled)
+  std::vector<interval> counted;  // the same, kernels begun the engine's launch time earlier (when modelled)
   std::vector<phase_entry_acc> phases;
   std::unordered_map<phase_key, std::size_t, phase_key_hash> phase_index;
 };
@@ -54,8 +54,7 @@ struct round_acc {
   std::vector<std::int32_t> entry;          // per window: its entry in its step's phases, -1: none
   std::vector<std::int32_t> parent;         // per window: the phase window directly enclosing it, -1: none
   std::vector<std::vector<interval>> busy;  // per phase window: its own and its nested phases' records
-  std::vector<std::vector<interval>> engine;  // the same, kernels begun launch_engine_ns earlier
-  std::int64_t launch_engine_ns = 0;          // attribution_options::launch_engine_ns
+  records_as_counted counted;               // attribution_options::counted
 };
 
 /// The phase directly enclosing each phase window: same step and thread, smaller nesting, a CPU
@@ -108,7 +107,6 @@ inline round_acc open_steps(const attribution_input& in, const std::vector<windo
   acc.entry.assign(ws.size(), -1);
   acc.parent = enclosing_phases(ws, ix);
   acc.busy.resize(ws.size());
-  acc.engine.resize(ws.size());
   return acc;
 }
 
@@ -169,17 +167,14 @@ inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& 
   add_to(s.report.total, rec);
   s.busy.emplace_back(rec.begin_ns, rec.end_ns);
   const bool kernel = rec.what == gpu_activity::type::kernel;
-  const interval engine{kernel ? rec.begin_ns - acc.launch_engine_ns : rec.begin_ns, rec.end_ns};
-  if (acc.launch_engine_ns > 0) s.engine.push_back(engine);
+  if (acc.counted.on()) s.counted.emplace_back(kernel ? rec.begin_ns - acc.counted.launch_engine_ns : rec.begin_ns, rec.end_ns);
   const std::int32_t entry = a.phase_window >= 0 ? acc.entry[static_cast<std::size_t>(a.phase_window)] : -1;
   if (entry >= 0) {
     phase_entry_acc& pa = s.phases[static_cast<std::size_t>(entry)];
     add_to(pa.facts.facts, rec);
     if (kernel) add_kernel(pa, rec);
-    for (std::int32_t w = a.phase_window; w >= 0; w = acc.parent[static_cast<std::size_t>(w)]) {
+    for (std::int32_t w = a.phase_window; w >= 0; w = acc.parent[static_cast<std::size_t>(w)])
       acc.busy[static_cast<std::size_t>(w)].emplace_back(rec.begin_ns, rec.end_ns);
-      if (acc.launch_engine_ns > 0) acc.engine[static_cast<std::size_t>(w)].push_back(engine);
-    }
   } else if (rec.what == gpu_activity::type::kernel) {
     ++s.report.unattributed_kernels;
   }
@@ -205,22 +200,29 @@ inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& 
 /// Stage 5: busy time per window (clipped to it, summed per entry), idle = window - busy, every
 /// kernel name merged and sorted (not truncated), activities in time order.
 inline std::vector<step_gpu_report> finish_reports(round_acc& acc, const std::vector<window>& ws) {
+  // The records as the counters would count them: one timeline per step, every window read from it.
+  std::vector<std::vector<interval>> counted(acc.steps.size());
+  if (acc.counted.on())
+    for (std::size_t k = 0; k < acc.steps.size(); ++k) counted[k] = merge_intervals(std::move(acc.steps[k].counted));
+  const auto counted_in = [&](std::size_t slot, const interval& m) {
+    return static_cast<std::int64_t>(sampled_busy_ns(counted[slot], m.first, m.second, acc.counted.sample_interval_ns) + 0.5);
+  };
   for (std::size_t w = 0; w < ws.size(); ++w) {
     if (acc.entry[w] < 0) continue;
-    step_acc& s = acc.steps[acc.step_slot.at(ws[w].step)];
+    const std::size_t slot = acc.step_slot.at(ws[w].step);
+    step_acc& s = acc.steps[slot];
     const interval m = ws[w].measured();
     gpu_facts& f = s.phases[static_cast<std::size_t>(acc.entry[w])].facts.facts;
-    const std::int64_t busy = union_length(std::move(acc.busy[w]), m.first, m.second);
-    f.busy_ns += busy;
-    if (acc.launch_engine_ns > 0)
-      f.engine_busy_ns = std::max<std::int64_t>(f.engine_busy_ns, 0) + union_length(std::move(acc.engine[w]), m.first, m.second);
+    f.busy_ns += union_length(std::move(acc.busy[w]), m.first, m.second);
+    if (acc.counted.on()) f.counted_busy_ns = std::max<std::int64_t>(f.counted_busy_ns, 0) + counted_in(slot, m);
   }
   std::vector<step_gpu_report> reports;
   reports.reserve(acc.steps.size());
-  for (step_acc& s : acc.steps) {
+  for (std::size_t slot = 0; slot < acc.steps.size(); ++slot) {
+    step_acc& s = acc.steps[slot];
     gpu_facts& total = s.report.total;
     total.busy_ns = union_length(std::move(s.busy), s.window.first, s.window.second);
-    if (acc.launch_engine_ns > 0) total.engine_busy_ns = union_length(std::move(s.engine), s.window.first, s.window.second);
+    if (acc.counted.on()) total.counted_busy_ns = counted_in(slot, s.window);
     total.idle_ns = total.window_ns - total.busy_ns;
     for (phase_entry_acc& pa : s.phases) {
       gpu_facts& f = pa.facts.facts;

@@ -28,13 +28,22 @@ struct attribution_input {
   bool final_round = false;
 };
 
+/// What it takes to see kernel records as hardware counters (pm_sampling_source.hpp) see the GPU: the
+/// counters average the whole GPU's engine activity over samples of `sample_interval_ns`, and count
+/// the engine's launch set-up of each kernel, which a kernel record does not span.
+struct records_as_counted {
+  std::int64_t sample_interval_ns = 0;  ///< 0: not modelled
+  std::int64_t launch_engine_ns = 0;    ///< measured by benchmarks/pm_sampling_probe (part 5)
+  bool on() const noexcept { return sample_interval_ns > 0; }
+};
+
 /// Per-phase kernel lists are never truncated here: the run-level merge (summary.hpp) truncates.
 struct attribution_options {
   bool keep_activities = false;  ///< fill step_gpu_report::activities
-  /// The graphics engine's own time per kernel launch outside the kernel's record (set-up before it
-  /// starts), for gpu_facts::engine_busy_ns: the records' busy time as hardware counters see it.
-  /// 0: not modelled (engine_busy_ns = busy_ns).
-  std::int64_t launch_engine_ns = 0;
+  /// How hardware counters would count the records (gpu_facts::counted_busy_ns): with their sample
+  /// interval (0: not modelled) and the graphics engine's own time per kernel launch outside the
+  /// kernel's record (its set-up before the kernel starts).
+  records_as_counted counted;
 };
 
 struct attribution_output {

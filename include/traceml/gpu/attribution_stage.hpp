@@ -43,7 +43,7 @@ class attribution_stage {
 
   /// Fill step_gpu_report::activities (for the Chrome trace).
   void keep_activities(bool on) noexcept { keep_activities_ = on; }
-  void launch_engine_ns(std::int64_t ns) noexcept { launch_engine_ns_ = ns; }
+  void counter_view(records_as_counted v) noexcept { counted_ = v; }
   void set_round_tap(round_tap tap) { tap_ = std::move(tap); }
 
   /// One report per delivered step, in the delivery's order. Attribution runs only when the
@@ -116,7 +116,7 @@ class attribution_stage {
     in.final_round = final;
     attribution_options ao;
     ao.keep_activities = keep_activities_;
-    ao.launch_engine_ns = launch_engine_ns_;
+    ao.counted = counted_;
     attribution_output out = attribute(in, ao);
     if (tap_) {
       try {
@@ -219,7 +219,7 @@ class attribution_stage {
   }
 
   bool keep_activities_ = false;
-  std::int64_t launch_engine_ns_ = 0;
+  records_as_counted counted_;
   round_tap tap_;
   std::vector<gpu_record> records_;                         // not yet claimed by a step
   std::unordered_map<std::uint64_t, marker_time> markers_;  // by sequence number, not yet used

@@ -40,7 +40,7 @@ class attribution_worker {
 
   /// Configure before the first submit (the stage is the worker's once it runs).
   void keep_activities(bool on) { stage_.keep_activities(on); }
-  void launch_engine_ns(std::int64_t ns) { stage_.launch_engine_ns(ns); }
+  void counter_view(records_as_counted v) { stage_.counter_view(v); }
   void set_round_tap(attribution_stage::round_tap tap) { stage_.set_round_tap(std::move(tap)); }
 
   /// Training thread: hands a delivery over. Empty deliveries cost nothing. The thread starts on

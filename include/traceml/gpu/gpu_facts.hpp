@@ -34,11 +34,13 @@ struct gpu_facts {
   std::int64_t window_ns = -1;
   std::int64_t busy_ns = 0;        ///< union of this window's own kernels, copies and memsets, inside the window
   std::int64_t idle_ns = 0;        ///< window_ns - busy_ns: the window ran nothing of its own
-  /// busy_ns with each kernel begun attribution_options::launch_engine_ns earlier (its launch set-up
-  /// on the graphics engine), as a union inside the window: what hardware counters count as busy.
-  /// Back-to-back kernels hide that time behind the previous kernel, so it is not simply added.
-  /// -1: not modelled (launch_engine_ns 0, or kernels not measured).
-  std::int64_t engine_busy_ns = -1;
+  /// The step's records as hardware counters would count them inside this window
+  /// (attribution_options::counted): every record of the step (the counters see the whole GPU), each
+  /// kernel begun the engine's launch time earlier (back-to-back kernels hide it behind the previous
+  /// one), averaged over samples of the counters' interval weighed by their overlap with the window
+  /// (busy next to the window leaks in at its edges, as it does for the counters). Set beside the
+  /// counters' busy share, it says whether the two sources agree. -1: not modelled.
+  std::int64_t counted_busy_ns = -1;
   /// GPU time between the window's boundaries as its stream saw them (CUDA events on every step,
   /// or the boundary markers of a recorded step); -1 when not measured.
   std::int64_t span_ns = -1;
@@ -52,7 +54,7 @@ struct gpu_facts {
     memcpy_ns += o.memcpy_ns; memcpy_bytes += o.memcpy_bytes;
     memset_ns += o.memset_ns; memset_bytes += o.memset_bytes;
     busy_ns += o.busy_ns; idle_ns += o.idle_ns;
-    if (o.engine_busy_ns >= 0) engine_busy_ns = (engine_busy_ns < 0 ? 0 : engine_busy_ns) + o.engine_busy_ns;
+    if (o.counted_busy_ns >= 0) counted_busy_ns = (counted_busy_ns < 0 ? 0 : counted_busy_ns) + o.counted_busy_ns;
     if (o.window_ns >= 0) window_ns = (window_ns < 0 ? 0 : window_ns) + o.window_ns;
     if (o.span_ns >= 0) span_ns = (span_ns < 0 ? 0 : span_ns) + o.span_ns;
     counters += o.counters;

@@ -10,6 +10,7 @@
 
 #include "traceml/config.hpp"
 #include "traceml/gpu/activity.hpp"
+#include "traceml/gpu/attribution_io.hpp"
 #include "traceml/phase_kind.hpp"
 #include "traceml/record.hpp"
 
@@ -37,9 +38,9 @@ class gpu_source {
   /// One line for humans: what is measured, or why it is not (e.g. "kernel attribution off:
   /// CUPTI already in use by another tool (Nsight Systems?); using CUDA events").
   virtual std::string status() const = 0;
-  /// The graphics engine's time per kernel launch outside the kernel's record, for comparing kernel
-  /// records with hardware counters (attribution_options::launch_engine_ns); 0: not modelled.
-  virtual std::int64_t launch_engine_ns() const noexcept { return 0; }
+  /// What it takes to set kernel records beside this source's hardware counters
+  /// (attribution_options::counted); not modelled without counters.
+  virtual records_as_counted counter_view() const noexcept { return {}; }
 };
 
 TRACEML_END_NAMESPACE

@@ -49,8 +49,8 @@ struct pm_sampling_options {
   stream_provider current_stream;  ///< where steps begin (the inner source's stream); empty: default stream
   int max_hold_ms = 2000;          ///< a step waits at most this long for samples past its end
   /// The graphics engine's time per kernel launch outside the kernel's record (measured by
-  /// benchmarks/pm_sampling_probe, part 5: about 1.5 us on an H200), so that the records' busy share
-  /// on recorded steps can be set beside the counters' as the counters see it. 0: not modelled.
+  /// benchmarks/pm_sampling_probe, part 5: about 1.5 us on an H200), for the records as the counters
+  /// count them on recorded steps (gpu_facts::counted_busy_ns; those are modelled whenever counters run).
   std::int64_t launch_engine_ns = 0;
 };
 
@@ -146,7 +146,10 @@ class pm_sampling_source : public gpu_source {
   gpu_source* inner() const noexcept { return inner_.get(); }
 
   const char* name() const noexcept override { return name_.c_str(); }
-  std::int64_t launch_engine_ns() const noexcept override { return sampling() ? opt_.launch_engine_ns : 0; }
+  records_as_counted counter_view() const noexcept override {
+    if (!sampling()) return {};
+    return records_as_counted{sampler_->interval_ns(), opt_.launch_engine_ns};
+  }
   bool wants_scope_hooks() const noexcept override {
     return (inner_ && inner_->wants_scope_hooks()) || sampling();
   }

@@ -178,12 +178,12 @@ inline void phase_table(std::string& o, const run_result& r, const phase_palette
 }
 
 /// One row of the agreement table: GPU busy from each source over the same recorded steps (and the
-/// records with the engine's launch time, when a run modelled it).
+/// records as the counters would count them, when a run modelled that).
 inline void agreement_row(std::string& o, const std::string& first_cells_html, const counter_summary& k,
-                          bool launch_column) {
+                          bool as_counted) {
   o += "<tr>" + first_cells_html + num_cell(std::to_string(k.recorded_steps)) +
        num_cell(share_pct(k.recorded_counter_busy_share)) + num_cell(share_pct(k.recorded_kernel_busy_share));
-  if (launch_column) o += num_cell(share_pct(k.recorded_engine_busy_share));
+  if (as_counted) o += num_cell(share_pct(k.recorded_counted_share));
   o += "</tr>\n";
 }
 
@@ -198,11 +198,12 @@ inline void agreement_table(std::string& o, const std::vector<run_result>& runs,
   std::vector<std::string> head = {"phase"};
   if (several) head.emplace_back("run");
   for (const char* h : {"recorded steps", "counters", "kernel records"}) head.emplace_back(h);
-  // Records begin a little after the engine starts on a kernel: the counters count its launch set-up.
-  double launch_us = 0;
-  for (const auto& r : runs) launch_us = std::max(launch_us, r.summary.launch_engine_us);
-  const bool launch = launch_us > 0;
-  if (launch) head.emplace_back("records + launch");
+  // The counters see the whole GPU through samples, and count each kernel's launch set-up.
+  const run_summary* modelled = nullptr;
+  for (const auto& r : runs)
+    if (r.summary.counted_interval_us > 0 && !modelled) modelled = &r.summary;
+  const bool launch = modelled != nullptr;
+  if (launch) head.emplace_back("records as counted");
   header_row(o, head);
   o += "<tbody>\n";
   std::string steps;
@@ -223,9 +224,10 @@ inline void agreement_table(std::string& o, const std::vector<run_result>& runs,
   if (!steps.empty()) o += "<tfoot>" + steps + "</tfoot>\n";
   o += "</table>\n";
   if (launch)
-    o += "<p class=\"muted\">records + launch: the kernel records with each kernel begun " + fixed_text(launch_us, 2) +
-         " us earlier, the graphics engine's launch set-up that the counters count as busy and a record does not "
-         "(kernels back to back hide it).</p>\n";
+    o += "<p class=\"muted\">records as counted: every kernel record of the step as the counters would count it "
+         "inside the phase: averaged over samples of " + fixed_text(modelled->counted_interval_us, 0) +
+         " us (busy next to a short window leaks into it), each kernel begun " + fixed_text(modelled->launch_engine_us, 2) +
+         " us earlier (the engine's launch set-up, which the counters count and a record does not).</p>\n";
 }
 
 /// One row of the GPU table: every figure per step, over the same recorded steps.

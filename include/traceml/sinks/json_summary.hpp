@@ -116,7 +116,7 @@ inline void write_counter_summary(json_writer& w, const counter_summary& c) {
   w.key("agreement_on_recorded").begin_object().member("steps", static_cast<std::uint64_t>(c.recorded_steps));
   member_or_null(w, "counters_busy_share", c.recorded_counter_busy_share);
   member_or_null(w, "kernel_records_busy_share", c.recorded_kernel_busy_share);
-  member_or_null(w, "kernel_records_engine_busy_share", c.recorded_engine_busy_share);
+  member_or_null(w, "kernel_records_as_counted_share", c.recorded_counted_share);
   w.end_object().end_object();
 }
 
@@ -192,7 +192,10 @@ inline void write_summary(json_writer& w, const run_summary& s) {
   for (const auto& p : s.phases) write_phase_summary(w, p);
   w.end_array();
   w.key("gpu").begin_object().member("status", s.gpu_status);
-  if (s.launch_engine_us > 0) w.member("launch_engine_us", s.launch_engine_us);
+  if (s.counted_interval_us > 0) {  // how the records were seen as the counters count (agreement_on_recorded)
+    w.key("records_as_counted").begin_object().member("sample_interval_us", s.counted_interval_us);
+    w.member("launch_engine_us", s.launch_engine_us).end_object();
+  }
   write_stats_member(w, "step_gpu_ms", s.step_gpu_ms);
   if (s.step_kernels) {
     w.key("step_kernels");

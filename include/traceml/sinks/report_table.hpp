@@ -56,16 +56,16 @@ inline std::string phase_label(const phase_summary& p) {
 }
 
 /// The hardware-counter block's columns: the agreement pair only when some sampled step was also
-/// recorded (otherwise they would be a column of dashes), and beside it the records with the
-/// engine's launch time when the run modelled it.
+/// recorded (otherwise they would be a column of dashes), and beside it the records as the counters
+/// would count them when the run modelled that.
 struct counter_columns {
   std::size_t agreement_steps = 0;
-  double launch_engine_us = 0;
+  double interval_us = 0, launch_us = 0;
 
   explicit counter_columns(const run_summary& s)
-      : agreement_steps(counters_and_records_steps(s)), launch_engine_us(s.launch_engine_us) {}
+      : agreement_steps(counters_and_records_steps(s)), interval_us(s.counted_interval_us), launch_us(s.launch_engine_us) {}
   bool agreement() const noexcept { return agreement_steps > 0; }
-  bool launch_model() const noexcept { return agreement() && launch_engine_us > 0; }
+  bool as_counted() const noexcept { return agreement() && interval_us > 0; }
 };
 
 /// The cells of one row of the counter block ("-" for a counter this GPU does not sample, and in the
@@ -78,7 +78,7 @@ inline std::string counter_cells(const counter_columns& c, const counter_summary
   const bool both = k.recorded_steps > 0;
   out += pad(both ? share_percent_text(k.recorded_counter_busy_share) : "-", 17) +
          pad(both ? share_percent_text(k.recorded_kernel_busy_share) : "-", 16);
-  if (c.launch_model()) out += pad(both ? share_percent_text(k.recorded_engine_busy_share) : "-", 15);
+  if (c.as_counted()) out += pad(both ? share_percent_text(k.recorded_counted_share) : "-", 19);
   return out;
 }
 
@@ -92,9 +92,9 @@ inline std::string counter_footer(const run_summary& s, const counter_columns& c
   if (c.agreement())
     out += "; rec. counters/kernels %: GPU busy from counters and from kernel records on the same " +
            std::to_string(c.agreement_steps) + (c.agreement_steps == 1 ? " recorded step" : " recorded steps");
-  if (c.launch_model())
-    out += "; rec.+launch %: the kernel records with " + fixed_text(c.launch_engine_us, 2) +
-           " us of engine time per launch (counted by the counters, not by a record)";
+  if (c.as_counted())
+    out += "; rec. as counted %: the step's records as the counters count (" + fixed_text(c.interval_us, 0) +
+           " us samples, " + fixed_text(c.launch_us, 2) + " us of engine time per launch)";
   if (s.step_counters)
     out += "; samples covered " + share_percent_text(s.step_counters->coverage) + "% of the step's GPU window";
   return out + "\n";
@@ -108,7 +108,7 @@ inline std::string counter_block(const run_summary& s) {
   std::string header = pad("hardware counters", 22, true) + pad("busy ms", 11) + pad("busy %", 8) + pad("SM %", 8) +
                        pad("tensor %", 10) + pad("DRAM %", 8);
   if (cols.agreement()) header += pad("rec. counters %", 17) + pad("rec. kernels %", 16);
-  if (cols.launch_model()) header += pad("rec.+launch %", 15);
+  if (cols.as_counted()) header += pad("rec. as counted %", 19);
   const std::string rule(header.size(), '-');
   std::string out = header + "\n" + rule + "\n";
   for (const auto& p : s.phases)
