@@ -200,29 +200,30 @@ inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& 
 /// Stage 5: busy time per window (clipped to it, summed per entry), idle = window - busy, every
 /// kernel name merged and sorted (not truncated), activities in time order.
 inline std::vector<step_gpu_report> finish_reports(round_acc& acc, const std::vector<window>& ws) {
-  // The records as the counters would count them: one timeline per step, every window read from it.
-  std::vector<std::vector<interval>> counted(acc.steps.size());
+  // The records as the counters would count them: one timeline of the whole round (the counters see
+  // the whole GPU: a neighbouring step's work leaks into a window's edge samples too), every window
+  // read from it.
+  std::vector<interval> counted;
   if (acc.counted.on())
-    for (std::size_t k = 0; k < acc.steps.size(); ++k) counted[k] = merge_intervals(std::move(acc.steps[k].counted));
-  const auto counted_in = [&](std::size_t slot, const interval& m) {
-    return static_cast<std::int64_t>(sampled_busy_ns(counted[slot], m.first, m.second, acc.counted.sample_interval_ns) + 0.5);
+    for (step_acc& s : acc.steps) counted.insert(counted.end(), s.counted.begin(), s.counted.end());
+  counted = merge_intervals(std::move(counted));
+  const auto counted_in = [&](const interval& m) {
+    return static_cast<std::int64_t>(sampled_busy_ns(counted, m.first, m.second, acc.counted.sample_interval_ns) + 0.5);
   };
   for (std::size_t w = 0; w < ws.size(); ++w) {
     if (acc.entry[w] < 0) continue;
-    const std::size_t slot = acc.step_slot.at(ws[w].step);
-    step_acc& s = acc.steps[slot];
+    step_acc& s = acc.steps[acc.step_slot.at(ws[w].step)];
     const interval m = ws[w].measured();
     gpu_facts& f = s.phases[static_cast<std::size_t>(acc.entry[w])].facts.facts;
     f.busy_ns += union_length(std::move(acc.busy[w]), m.first, m.second);
-    if (acc.counted.on()) f.counted_busy_ns = std::max<std::int64_t>(f.counted_busy_ns, 0) + counted_in(slot, m);
+    if (acc.counted.on()) f.counted_busy_ns = std::max<std::int64_t>(f.counted_busy_ns, 0) + counted_in(m);
   }
   std::vector<step_gpu_report> reports;
   reports.reserve(acc.steps.size());
-  for (std::size_t slot = 0; slot < acc.steps.size(); ++slot) {
-    step_acc& s = acc.steps[slot];
+  for (step_acc& s : acc.steps) {
     gpu_facts& total = s.report.total;
     total.busy_ns = union_length(std::move(s.busy), s.window.first, s.window.second);
-    if (acc.counted.on()) total.counted_busy_ns = counted_in(slot, s.window);
+    if (acc.counted.on()) total.counted_busy_ns = counted_in(s.window);
     total.idle_ns = total.window_ns - total.busy_ns;
     for (phase_entry_acc& pa : s.phases) {
       gpu_facts& f = pa.facts.facts;

@@ -34,8 +34,9 @@ struct gpu_facts {
   std::int64_t window_ns = -1;
   std::int64_t busy_ns = 0;        ///< union of this window's own kernels, copies and memsets, inside the window
   std::int64_t idle_ns = 0;        ///< window_ns - busy_ns: the window ran nothing of its own
-  /// The step's records as hardware counters would count them inside this window
-  /// (attribution_options::counted): every record of the step (the counters see the whole GPU), each
+  /// The records as hardware counters would count them inside this window
+  /// (attribution_options::counted): every record of the step and of the steps attributed with it
+  /// (the counters see the whole GPU), each
   /// kernel begun the engine's launch time earlier (back-to-back kernels hide it behind the previous
   /// one), averaged over samples of the counters' interval weighed by their overlap with the window
   /// (busy next to the window leaks in at its edges, as it does for the counters). Set beside the
