@@ -559,6 +559,9 @@ TEST_CASE("the table's hardware-counter block: sampled shares per phase, and the
     CHECK(m.find("; rec. as counted %: the step's records as the counters count (100 us samples, 1.50 us of engine "
                  "time per launch)") != std::string::npos);
     CHECK(block.find("as counted") == std::string::npos);  // not modelled: no such column
+    auto no_launch = traceml_test::mixed_run_as_counted();
+    no_launch.summary.launch_engine_us = 0;  // the engine's launch time not given: the column would repeat the records
+    CHECK(format_table(no_launch).find("as counted") == std::string::npos);
   }
   SECTION("every share within [0, 100]") {
     for (const char* name : {"dataloader", "forward", "backward", "optimizer", "eval", "step"}) {

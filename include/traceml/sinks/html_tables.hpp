@@ -198,10 +198,11 @@ inline void agreement_table(std::string& o, const std::vector<run_result>& runs,
   std::vector<std::string> head = {"phase"};
   if (several) head.emplace_back("run");
   for (const char* h : {"recorded steps", "counters", "kernel records"}) head.emplace_back(h);
-  // The counters see the whole GPU through samples, and count each kernel's launch set-up.
+  // The counters see the whole GPU through samples, and count each kernel's launch set-up: shown when
+  // the run was given that set-up time (without it the column reads as the records do).
   const run_summary* modelled = nullptr;
   for (const auto& r : runs)
-    if (r.summary.counted_interval_us > 0 && !modelled) modelled = &r.summary;
+    if (r.summary.counted_interval_us > 0 && r.summary.launch_engine_us > 0 && !modelled) modelled = &r.summary;
   const bool launch = modelled != nullptr;
   if (launch) head.emplace_back("records as counted");
   header_row(o, head);

@@ -57,7 +57,8 @@ inline std::string phase_label(const phase_summary& p) {
 
 /// The hardware-counter block's columns: the agreement pair only when some sampled step was also
 /// recorded (otherwise they would be a column of dashes), and beside it the records as the counters
-/// would count them when the run modelled that.
+/// would count them when the run was given the engine's launch time (without it that column reads
+/// as the records do, except in windows of a few samples).
 struct counter_columns {
   std::size_t agreement_steps = 0;
   double interval_us = 0, launch_us = 0;
@@ -65,7 +66,7 @@ struct counter_columns {
   explicit counter_columns(const run_summary& s)
       : agreement_steps(counters_and_records_steps(s)), interval_us(s.counted_interval_us), launch_us(s.launch_engine_us) {}
   bool agreement() const noexcept { return agreement_steps > 0; }
-  bool as_counted() const noexcept { return agreement() && interval_us > 0; }
+  bool as_counted() const noexcept { return agreement() && interval_us > 0 && launch_us > 0; }
 };
 
 /// The cells of one row of the counter block ("-" for a counter this GPU does not sample, and in the
