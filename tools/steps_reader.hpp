@@ -32,10 +32,23 @@ class steps_error : public std::runtime_error {
 struct read_steps {
   rank_steps steps;
   bool cut_line = false;
+  /// The lines carry their rank (a profiler that knew it, rank_identity.hpp): steps.rank is theirs,
+  /// not the one the caller assumed from the file's place.
+  bool labelled = false;
 };
 
-/// One step line; throws steps_error naming what is wrong.
-inline rank_step parse_step_line(const std::string& text) {
+/// The "rank" a step line carries (-1: none); throws steps_error when it is not a whole number >= 0.
+inline int rank_of_line(const nlohmann::json& j) {
+  const auto r = j.find("rank");
+  if (r == j.end()) return -1;
+  if (!r->is_number_unsigned() || r->get<std::uint64_t>() > 1000000)
+    throw steps_error("\"rank\" is not a whole number from 0 to 1000000");
+  return static_cast<int>(r->get<std::uint64_t>());
+}
+
+/// One step line; throws steps_error naming what is wrong. `rank`, when given, gets the line's
+/// "rank" (-1: none).
+inline rank_step parse_step_line(const std::string& text, int* rank = nullptr) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -43,6 +56,7 @@ inline rank_step parse_step_line(const std::string& text) {
     throw steps_error(std::string("not JSON: ") + e.what());
   }
   if (!j.is_object()) throw steps_error("not a step object");
+  if (rank) *rank = rank_of_line(j);
   const auto step = j.find("step");
   const auto wall = j.find("wall_ms");
   // Bounded: a number beyond double's range (1e400) parses as infinity, and sums of absurd ones
@@ -71,7 +85,9 @@ inline rank_step parse_step_line(const std::string& text) {
   return out;
 }
 
-/// Every step of a file's text, as rank `rank`.
+/// Every step of a file's text, as rank `rank` unless its lines say whose they are: then every line
+/// must say the same rank (a file of two ranks, or with lines of a rank and lines without, is an
+/// error: it was not written by one rank's profiler).
 inline read_steps parse_rank_steps(const std::string& text, int rank) {
   read_steps out;
   out.steps.rank = rank;
@@ -84,7 +100,18 @@ inline read_steps parse_rank_steps(const std::string& text, int rank) {
     begin = last_without_newline ? text.size() : nl + 1;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      out.steps.steps.push_back(parse_step_line(line));
+      int line_rank = -1;
+      out.steps.steps.push_back(parse_step_line(line, &line_rank));
+      if (out.steps.steps.size() == 1 && line_rank >= 0) {
+        out.labelled = true;
+        out.steps.rank = line_rank;
+      } else if ((line_rank >= 0) != out.labelled || (out.labelled && line_rank != out.steps.rank)) {
+        out.steps.steps.pop_back();
+        throw steps_error(line_rank < 0 ? "no \"rank\", where the lines before say rank " + std::to_string(out.steps.rank)
+                          : out.labelled ? "rank " + std::to_string(line_rank) + ", where the lines before say rank " +
+                                               std::to_string(out.steps.rank)
+                                         : "rank " + std::to_string(line_rank) + ", where the lines before say none");
+      }
     } catch (const steps_error& e) {
       if (last_without_newline) {
         out.cut_line = true;

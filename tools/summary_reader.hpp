@@ -358,6 +358,13 @@ inline run_summary read_run_summary(const object_reader& r, bool counter_fields)
 inline run_result read_run(const object_reader& r, bool counter_fields) {
   run_result run;
   run.name = r.text("name");
+  if (r.has("rank") || r.has("world_size")) {  // a rank of a data-parallel run
+    const std::uint64_t rank = r.count("rank"), world = r.count("world_size");
+    if (rank >= world || world > 1000000)
+      throw summary_error(r.at("rank") + ": rank " + std::to_string(rank) + " of a world of " + std::to_string(world) +
+                          " (need rank < world_size <= 1000000)");
+    run.rank = rank_identity{static_cast<int>(rank), static_cast<int>(world)};
+  }
   const json& config = r.get("config");
   if (!config.is_object()) throw summary_error(r.at("config") + ": expected an object, found " + type_name(config));
   for (const auto& [key, value] : config.items()) {

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -146,12 +147,20 @@ int ranks(const std::vector<std::string>& files, int world_size, std::size_t war
     throw input_error{"ranks: " + std::to_string(files.size()) + " files for a world size of " + std::to_string(world_size) +
                       " (one file per rank, rank 0 first)"};
   std::vector<traceml::rank_steps> got;
+  std::map<int, std::string> file_of_rank;  // files whose lines say their rank may come in any order
   for (std::size_t i = 0; i < files.size(); ++i) {
     try {
       auto r = traceml::tools::read_rank_steps(files[i], static_cast<int>(i));
       if (r.cut_line)
         std::fprintf(stderr, "traceml: %s: its last line is cut (the rank stopped while writing it); left out\n",
                      files[i].c_str());
+      if (r.steps.rank >= world_size)
+        throw input_error{files[i] + ": its lines say rank " + std::to_string(r.steps.rank) + ", beyond a world size of " +
+                          std::to_string(world_size)};
+      const auto [at, fresh] = file_of_rank.emplace(r.steps.rank, files[i]);
+      if (!fresh)
+        throw input_error{"ranks: " + at->second + " and " + files[i] + " are both rank " + std::to_string(r.steps.rank) +
+                          (r.labelled ? " (as their lines say)" : "")};
       got.push_back(std::move(r.steps));
     } catch (const traceml::tools::steps_error& e) {
       throw input_error{files[i] + ": " + e.what()};

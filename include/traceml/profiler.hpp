@@ -74,6 +74,9 @@ struct profiler_options {
   std::size_t trace_last_steps = 200;   ///< the Chrome trace keeps the last this many steps ...
   std::size_t trace_recorded_steps = 8; ///< ... and, before them, this many with GPU kernel records
   std::vector<std::pair<std::string, std::string>> config;  ///< echoed into the outputs
+  /// This process's rank in a data-parallel run, written into every output (rank_identity.hpp);
+  /// unset: RANK and WORLD_SIZE of the environment, as torchrun sets them (neither set: no rank).
+  std::optional<rank_identity> rank;
   /// Called once per window of a recording schedule (gpu_source_options::cupti_opts.schedule), as
   /// torch.profiler's on_trace_ready: on the training thread, at the end of the step at which the
   /// window's last step came back from attribution, outside the profiler's lock; a window the run
@@ -128,6 +131,13 @@ class profiler : public recording_callback, private recorder_observer {
         windows_(options_.run_name) {
     result_.name = options_.run_name;
     result_.config = options_.config;
+    result_.rank = options_.rank ? *options_.rank : rank_from_environment();
+    if (options_.rank && !options_.rank->distributed() && (options_.rank->rank >= 0 || options_.rank->world_size > 0)) {
+      report_once("rank-option", "profiler_options::rank " + std::to_string(options_.rank->rank) + " of " +
+                                     std::to_string(options_.rank->world_size) +
+                                     " is not a rank of a run (need 0 <= rank < world_size); the outputs carry no rank");
+      result_.rank = {};
+    }
     auto& R = detail::recorder();
     recorder_observer* expected = nullptr;
     if (!R.observer.compare_exchange_strong(expected, this)) {
@@ -238,7 +248,7 @@ class profiler : public recording_callback, private recorder_observer {
     result_.summary.capped_records = capped_;
     result_.summary.overlapping_steps = R.overlapping_steps.load(std::memory_order_relaxed);
     if (!options_.trace_path.empty()) {
-      chrome_trace_extras extras{trace_.coverage(), detail::thread_identities(), trace_.memory()};
+      chrome_trace_extras extras{trace_.coverage(), detail::thread_identities(), trace_.memory(), result_.rank};
       if (!write_chrome_trace(options_.trace_path, result_.name, trace_.spans(), trace_.activities(), extras))
         failed_outputs_.push_back(options_.trace_path);
     }
@@ -410,7 +420,7 @@ class profiler : public recording_callback, private recorder_observer {
   void emit_front() {
     step_result st = std::move(waiting_.front());
     waiting_.pop_front();
-    if (jsonl_) jsonl_->write(step_jsonl_line(result_.name, st));
+    if (jsonl_) jsonl_->write(step_jsonl_line(result_.name, st, result_.rank));
     if (keeps_trace_data()) {
       std::vector<span_record> spans;
       while (!trace_spans_.empty() && trace_spans_.front().first <= st.step) {

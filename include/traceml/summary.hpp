@@ -16,6 +16,7 @@
 #include "traceml/gpu/gpu_facts.hpp"
 #include "traceml/phase_key.hpp"
 #include "traceml/phase_kind.hpp"
+#include "traceml/rank_identity.hpp"
 #include "traceml/record.hpp"
 #include "traceml/stats.hpp"
 
@@ -210,6 +211,7 @@ struct run_summary {
 /// A named run: its configuration, every step, and the summary.
 struct run_result {
   std::string name;
+  rank_identity rank;  ///< which rank of a data-parallel run wrote it (not distributed: rank -1)
   std::vector<std::pair<std::string, std::string>> config;
   std::vector<step_result> steps;
   run_summary summary;

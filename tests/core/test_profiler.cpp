@@ -134,6 +134,46 @@ TEST_CASE("phases and residual add up to the step, and the JSON matches the tabl
   for (const auto& p : {o.json_path, o.jsonl_path, o.trace_path}) std::remove(p.c_str());
 }
 
+TEST_CASE("a profiler that knows its rank writes it into every file it writes", "[profiler][rank]") {
+  traceml_test::reset_recorder();
+  profiler_options o;
+  o.run_name = "ranked";
+  o.warmup_steps = 1;
+  o.print_table = false;
+  o.rank = rank_identity{1, 2};
+  o.json_path = traceml_test::temp_path("ranked.json");
+  o.jsonl_path = traceml_test::temp_path("ranked.jsonl");
+  o.trace_path = traceml_test::temp_path("ranked.trace.json");
+  {
+    profiler prof(o);
+    for (int s = 0; s < 3; ++s) one_step(1);
+    CHECK(prof.finish().rank.rank == 1);
+  }
+  const json doc = json::parse(std::ifstream(o.json_path));
+  CHECK(doc["runs"][0]["rank"] == 1);
+  CHECK(doc["runs"][0]["world_size"] == 2);
+  const auto lines = lines_of(o.jsonl_path);
+  REQUIRE(lines.size() == 3);
+  for (const auto& line : lines) CHECK(json::parse(line)["rank"] == 1);
+  const json trace = json::parse(std::ifstream(o.trace_path));
+  for (const auto& e : trace["traceEvents"]) CHECK(e["pid"] == 1001);  // rank 1's host process
+  for (const auto& p : {o.json_path, o.jsonl_path, o.trace_path}) std::remove(p.c_str());
+
+  SECTION("a rank that is not one of its world: said once, no rank written") {
+    traceml_test::reset_recorder();
+    reset_diagnostics(/*quiet=*/true);
+    profiler_options bad;
+    bad.print_table = false;
+    bad.rank = rank_identity{2, 2};
+    profiler prof(bad);
+    one_step(1);
+    CHECK_FALSE(prof.finish().rank.distributed());
+    REQUIRE(diagnostic_messages().size() == 1);
+    CHECK(diagnostic_messages()[0] ==
+          "profiler_options::rank 2 of 2 is not a rank of a run (need 0 <= rank < world_size); the outputs carry no rank");
+  }
+}
+
 TEST_CASE("the profiler is a trainer callback: hooks in, report at train end", "[profiler][callbacks]") {
   traceml_test::reset_recorder();
   profiler_options o;

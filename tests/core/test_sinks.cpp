@@ -3,8 +3,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "mixed_run.hpp"
@@ -396,6 +398,74 @@ TEST_CASE("a JSONL line has hardware counters on every sampled step, recorded or
   const json unsampled = json::parse(step_jsonl_line("mixed", run.steps[6]));
   CHECK_FALSE(unsampled["gpu"].contains("counters"));  // not measured, so not written as zeros
   for (const auto& p : unsampled["gpu"]["phases"]) CHECK_FALSE(p.contains("counters"));
+}
+
+TEST_CASE("a rank of a data-parallel run says so in every output: the summary, every JSONL line, the trace's "
+          "processes apart from every other rank's", "[sinks][rank]") {
+  auto run = traceml_test::mixed_run();
+  const json single = json::parse(json_summary({run}))["runs"][0];
+  CHECK_FALSE(single.contains("rank"));  // not distributed: no rank anywhere
+  CHECK_FALSE(json::parse(step_jsonl_line("mixed", run.steps[5])).contains("rank"));
+
+  run.rank = rank_identity{2, 4};
+  const json r = json::parse(json_summary({run}))["runs"][0];
+  CHECK(r["rank"] == 2);
+  CHECK(r["world_size"] == 4);
+  for (const auto& st : run.steps) CHECK(json::parse(step_jsonl_line("mixed", st, run.rank))["rank"] == 2);
+
+  std::vector<span_record> spans(1);
+  spans[0] = {1'000'000, 9'000'000, "step", 0, -1, 0, phase_kind::step, 0};
+  std::vector<gpu_activity> gpu(1);
+  gpu[0] = {gpu_activity::type::kernel, "gemm", 3'000'000, 4'000'000, 1, 7, 0, 0, -1, phase_kind::step, "step"};
+  // Two ranks' traces: their events put together are one trace with a host and a GPU process per rank.
+  std::set<int> pids;
+  std::map<int, std::string> names;
+  for (int rank : {0, 1}) {
+    chrome_trace_extras extras;
+    extras.rank = rank_identity{rank, 2};
+    const json doc = json::parse(chrome_trace("run", spans, gpu, extras));
+    CHECK(doc["otherData"]["rank"] == rank);
+    CHECK(doc["otherData"]["world_size"] == 2);
+    for (const auto& e : doc["traceEvents"]) {
+      pids.insert(e["pid"].get<int>());
+      if (e["ph"] == "M" && e["name"] == "process_name") names[e["pid"].get<int>()] = e["args"]["name"];
+    }
+  }
+  CHECK(pids == std::set<int>{1, 101, 1001, 1101});  // rank r: host 1 + 1000 r, GPU d 100 + d + 1000 r
+  CHECK(names[1] == "rank 0: traceml CPU: run");
+  CHECK(names[1101] == "rank 1: GPU 1");
+  // Not distributed: the numbers and names of one process, as before.
+  const json plain = json::parse(chrome_trace("run", spans, gpu));
+  CHECK_FALSE(plain["otherData"].contains("rank"));
+  for (const auto& e : plain["traceEvents"]) CHECK((e["pid"] == 1 || e["pid"] == 101));
+}
+
+TEST_CASE("the rank comes from RANK and WORLD_SIZE as torchrun sets them - values that are not a rank are said "
+          "once and left out", "[sinks][rank]") {
+  reset_diagnostics(/*quiet=*/true);
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  CHECK_FALSE(rank_from_environment().distributed());
+  setenv("RANK", "3", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  CHECK(rank_from_environment().rank == 3);
+  CHECK(rank_from_environment().world_size == 8);
+  CHECK(diagnostic_messages().empty());
+  for (const auto& [rank, world] : std::vector<std::pair<const char*, const char*>>{
+           {"8", "8"}, {"-1", "8"}, {"1.5", "8"}, {"x", "8"}, {"1", "0"}, {"99999999999", "99999999999"}}) {
+    INFO(rank << " of " << world);
+    setenv("RANK", rank, 1);
+    setenv("WORLD_SIZE", world, 1);
+    CHECK_FALSE(rank_from_environment().distributed());
+  }
+  setenv("RANK", "0", 1);
+  unsetenv("WORLD_SIZE");
+  CHECK_FALSE(rank_from_environment().distributed());  // half of it is not enough
+  const auto msgs = diagnostic_messages();
+  REQUIRE(msgs.size() == 1);  // said once
+  CHECK(msgs[0].find("RANK=8 WORLD_SIZE=8 is not a rank of a run (need whole numbers, 0 <= RANK < WORLD_SIZE)") !=
+        std::string::npos);
+  unsetenv("RANK");
 }
 
 TEST_CASE("the Chrome trace parses and has CPU spans, GPU tracks and launch flows", "[sinks][trace]") {

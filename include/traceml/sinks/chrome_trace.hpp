@@ -19,6 +19,7 @@
 #include "traceml/detail/output_file.hpp"
 #include "traceml/gpu/gpu_memory.hpp"
 #include "traceml/gpu/gpu_source.hpp"
+#include "traceml/rank_identity.hpp"
 #include "traceml/record.hpp"
 #include "traceml/thread_identity.hpp"
 
@@ -29,11 +30,16 @@ struct chrome_trace_extras {
   std::string coverage;                    ///< which steps the trace holds (otherData.steps)
   std::vector<thread_identity> threads;    ///< OS ids and names of the recording threads (detail::thread_identities())
   std::vector<step_memory_sample> memory;  ///< per-step GPU memory peaks, drawn as a counter track
+  /// The rank that wrote it (rank_identity.hpp): its processes are numbered and named apart from
+  /// every other rank's, so that the ranks' traces merge into one (one process per rank).
+  rank_identity rank;
 };
 
 namespace detail {
+// Rank r's host is process 1 + 1000 r and its GPU d process 100 + d + 1000 r (one rank: 1 and 100 + d).
 inline constexpr int cpu_pid = 1;
-inline constexpr int gpu_pid_base = 100;  // GPU device d is process 100 + d
+inline constexpr int gpu_pid_base = 100;
+inline constexpr int rank_pid_stride = 1000;
 /// The memory samplers do not say which device they sampled (the current one, usually 0): the
 /// counter track goes to this device's process.
 inline constexpr std::uint32_t memory_device = 0;
@@ -54,16 +60,21 @@ namespace detail {
 /// CPU threads appear under their OS id where `threads` knows it, else under traceml's index.
 class chrome_trace_writer {
  public:
-  chrome_trace_writer(json_writer& w, std::int64_t origin, const std::vector<thread_identity>& threads)
-      : w_(w), origin_(origin) {
+  chrome_trace_writer(json_writer& w, std::int64_t origin, const std::vector<thread_identity>& threads,
+                      rank_identity rank = {})
+      : w_(w), origin_(origin), rank_(rank) {
     for (const auto& t : threads) who_[t.index] = &t;
+    if (rank.distributed()) {
+      cpu_pid_ += rank_pid_stride * rank.rank;
+      prefix_ = "rank " + std::to_string(rank.rank) + ": ";
+    }
   }
 
-  /// Names and sort indices: the host process first (0), then GPU d (1 + d); threads in order of
+  /// Names and sort indices: the host process first (0), then GPU d (1 + d), rank by rank; threads in order of
   /// first record, each named once (an OS id the system reused for a later thread keeps one name).
   void metadata(const std::string& run_name, const std::vector<span_record>& spans, const std::set<std::uint32_t>& devices) {
-    name_meta(cpu_pid, 0, "process_name", "traceml CPU: " + run_name);
-    sort_meta(cpu_pid, 0, "process_sort_index", 0);
+    name_meta(cpu_pid_, 0, "process_name", prefix_ + "traceml CPU: " + run_name);
+    sort_meta(cpu_pid_, 0, "process_sort_index", sort_base());
     std::set<std::uint32_t> threads;
     for (const auto& r : spans) threads.insert(r.thread);
     std::set<std::uint64_t> named;
@@ -71,19 +82,19 @@ class chrome_trace_writer {
       const std::uint64_t tid = tid_of(t);
       if (!named.insert(tid).second) continue;
       const auto it = who_.find(t);
-      name_meta(cpu_pid, tid, "thread_name",
+      name_meta(cpu_pid_, tid, "thread_name",
                 it != who_.end() && !it->second->name.empty() ? it->second->name : "thread " + std::to_string(t));
-      sort_meta(cpu_pid, tid, "thread_sort_index", t);
+      sort_meta(cpu_pid_, tid, "thread_sort_index", t);
     }
     for (auto d : devices) {
-      name_meta(gpu_pid_base + static_cast<int>(d), 0, "process_name", "GPU " + std::to_string(d));
-      sort_meta(gpu_pid_base + static_cast<int>(d), 0, "process_sort_index", 1 + static_cast<std::int64_t>(d));
+      name_meta(gpu_pid(d), 0, "process_name", prefix_ + "GPU " + std::to_string(d));
+      sort_meta(gpu_pid(d), 0, "process_sort_index", sort_base() + 1 + static_cast<std::int64_t>(d));
     }
   }
 
   void cpu_spans(const std::vector<span_record>& spans) {
     for (const auto& r : spans) {
-      w_.begin_object().member("ph", "X").member("pid", cpu_pid).member("tid", tid_of(r.thread));
+      w_.begin_object().member("ph", "X").member("pid", cpu_pid_).member("tid", tid_of(r.thread));
       w_.member("name", r.name).member("cat", to_string(r.kind));
       w_.member("ts", us(r.begin_ns)).member("dur", static_cast<double>(r.duration_ns()) / 1e3);
       w_.key("args").begin_object().member("step", r.step).member("microbatch", r.microbatch).end_object();
@@ -98,7 +109,7 @@ class chrome_trace_writer {
     std::set<std::tuple<std::int32_t, std::int32_t, std::string>> linked;
     std::uint64_t flow_id = 0;
     for (const auto& a : gpu) {
-      const int pid = gpu_pid_base + static_cast<int>(a.device);
+      const int pid = gpu_pid(a.device);
       if (tracks.insert({a.device, a.stream}).second) {
         name_meta(pid, a.stream, "thread_name", "stream " + std::to_string(a.stream));
         sort_meta(pid, a.stream, "thread_sort_index", a.stream);
@@ -118,7 +129,7 @@ class chrome_trace_writer {
       if (launcher == spans.end()) continue;
       ++flow_id;
       w_.begin_object().member("ph", "s").member("id", flow_id).member("name", "launch").member("cat", "launch");
-      w_.member("pid", cpu_pid).member("tid", tid_of(launcher->thread)).member("ts", us(launcher->begin_ns)).end_object();
+      w_.member("pid", cpu_pid_).member("tid", tid_of(launcher->thread)).member("ts", us(launcher->begin_ns)).end_object();
       w_.begin_object().member("ph", "f").member("bp", "e").member("id", flow_id).member("name", "launch").member("cat", "launch");
       w_.member("pid", pid).member("tid", a.stream).member("ts", us(a.begin_ns)).end_object();
     }
@@ -130,7 +141,7 @@ class chrome_trace_writer {
   void memory_counters(const std::vector<step_memory_sample>& memory) {
     for (const auto& m : memory) {
       if (!m.known()) continue;
-      w_.begin_object().member("ph", "C").member("pid", gpu_pid_base + static_cast<int>(memory_device));
+      w_.begin_object().member("ph", "C").member("pid", gpu_pid(memory_device));
       w_.member("tid", 0).member("name", "GPU memory peak (bytes)").member("ts", us(m.begin_ns));
       w_.key("args").begin_object();
       if (m.peaks.peak_allocated_bytes >= 0) w_.member("allocated", m.peaks.peak_allocated_bytes);
@@ -141,6 +152,10 @@ class chrome_trace_writer {
 
  private:
   double us(std::int64_t ns) const { return static_cast<double>(ns - origin_) / 1e3; }
+  int gpu_pid(std::uint32_t device) const {
+    return gpu_pid_base + static_cast<int>(device) + (rank_.distributed() ? rank_pid_stride * rank_.rank : 0);
+  }
+  std::int64_t sort_base() const { return rank_.distributed() ? std::int64_t{rank_pid_stride} * rank_.rank : 0; }
   std::uint64_t tid_of(std::uint32_t index) const {
     const auto it = who_.find(index);
     return it == who_.end() ? index : it->second->os_id;
@@ -156,6 +171,9 @@ class chrome_trace_writer {
 
   json_writer& w_;
   std::int64_t origin_;
+  rank_identity rank_;
+  int cpu_pid_ = cpu_pid;
+  std::string prefix_;  // "rank r: " before process names
   std::map<std::uint32_t, const thread_identity*> who_;
 };
 
@@ -179,10 +197,11 @@ inline std::string chrome_trace(const std::string& run_name, const std::vector<s
   detail::json_writer w(out);
   w.begin_object().member("displayTimeUnit", "ms");
   w.key("otherData").begin_object().member("run", run_name).member("traceml_version", TRACEML_VERSION_STRING);
+  if (extras.rank.distributed()) w.member("rank", extras.rank.rank).member("world_size", extras.rank.world_size);
   if (!extras.coverage.empty()) w.member("steps", extras.coverage);
   w.end_object();
   w.key("traceEvents").begin_array();
-  detail::chrome_trace_writer tw(w, origin, extras.threads);
+  detail::chrome_trace_writer tw(w, origin, extras.threads, extras.rank);
   tw.metadata(run_name, spans, devices);
   tw.cpu_spans(spans);
   tw.gpu_activities(spans, gpu);

@@ -144,9 +144,10 @@ inline void write_step_gpu(json_writer& w, const step_gpu_report& g) {
 
 /// One step as an object; `run_name`, when given, comes first (JSONL lines stand alone).
 inline void write_step(json_writer& w, const step_result& st, std::optional<bool> warmup,
-                       const std::string* run_name = nullptr) {
+                       const std::string* run_name = nullptr, rank_identity rank = {}) {
   w.begin_object();
   if (run_name) w.member("run", *run_name);
+  if (rank.distributed()) w.member("rank", rank.rank);  // each line on its own says whose it is
   w.member("step", st.step).member("wall_ms", st.wall_ms).member("residual_ms", st.residual_ms);
   w.member("microbatches", st.microbatches);
   if (warmup) w.member("warmup", *warmup);  // known only once the run's length is known
@@ -225,6 +226,7 @@ inline void write_summary(json_writer& w, const run_summary& s) {
 /// One run as a JSON object: name, config, summary, steps.
 inline void write_run_json(detail::json_writer& w, const run_result& run) {
   w.begin_object().member("name", run.name);
+  if (run.rank.distributed()) w.member("rank", run.rank.rank).member("world_size", run.rank.world_size);
   w.key("config").begin_object();
   for (const auto& [k, v] : run.config) w.member(k, v);
   w.end_object();
@@ -263,11 +265,11 @@ inline bool write_json_summary(const std::string& path, const std::vector<run_re
   return detail::write_whole_file(path, "JSON summary", json_summary(runs));
 }
 
-/// One JSONL line for a finished step: {"run":..., "step":..., ...}.
-inline std::string step_jsonl_line(const std::string& run_name, const step_result& st) {
+/// One JSONL line for a finished step: {"run":..., "rank":... (when distributed), "step":..., ...}.
+inline std::string step_jsonl_line(const std::string& run_name, const step_result& st, rank_identity rank = {}) {
   std::string out;
   detail::json_writer w(out);
-  detail::write_step(w, st, std::nullopt, &run_name);
+  detail::write_step(w, st, std::nullopt, &run_name, rank);
   out += '\n';
   return out;
 }
