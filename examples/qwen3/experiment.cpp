@@ -19,18 +19,22 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <traceml/distributed.hpp>
 #include <traceml/traceml.hpp>
 
 #include "cli_checks.hpp"
 #include "comparison.hpp"
+#include "data_parallel.hpp"
 #include "experiment_report.hpp"
 #include "qwen3.hpp"
 #include "schedule_sweep.hpp"
@@ -68,7 +72,22 @@ struct experiment_options {
   double peak_tflops = 0;            // 0: the measured bf16 peak on H100/H200, else MFU not shown
   std::string out = ".";
   bool traces = true;
+  qwen3::data_parallel_options dp;   // world size 1: one process
 };
+
+/// An environment variable as a whole number in [lo, hi], or `fallback` when unset; a value outside
+/// is an error naming it (a launcher's typo must not quietly train as another rank).
+int env_number(const char* name, int fallback, int lo, int hi) {
+  const char* v = std::getenv(name);
+  if (!v) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(v, &end, 10);
+  if (!*v || *end || errno == ERANGE || n < lo || n > hi)
+    throw std::invalid_argument(std::string(name) + "=" + v + " is not a whole number from " + std::to_string(lo) +
+                                " to " + std::to_string(hi));
+  return static_cast<int>(n);
+}
 
 /// Progress where stderr is not a terminal (a log file, a pipe, CI): one line per tenth of the steps
 /// and one for the last, so that a log shows the run advancing without a line per step. On a
@@ -238,6 +257,27 @@ int main(int argc, char** argv) {
                  "accumulation_steps_<schedule>.jsonl (with --repeats: _repeat<k> per repeat), trace_<schedule>.json")
       ->capture_default_str();
   app.add_flag("!--no-traces", o.traces, "skip the Chrome traces");
+  // Data parallelism, as torchrun launches it: one process per rank, the environment saying which.
+  try {
+    o.dp.world_size = env_number("WORLD_SIZE", 1, 1, 1000000);
+    o.dp.rank = env_number("RANK", 0, 0, 1000000);
+    o.dp.master_port = env_number("MASTER_PORT", o.dp.master_port, 1, 65535);
+    if (const char* addr = std::getenv("MASTER_ADDR")) o.dp.master_addr = addr;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qwen3_accumulation: %s\n", e.what());
+    return 2;
+  }
+  app.add_option("--world-size", o.dp.world_size,
+                 "data-parallel ranks, one process each (default: WORLD_SIZE, else 1); gradients averaged once per "
+                 "optimizer step, after the last micro-batch, inside a communication phase")
+      ->check(qwen3::whole_number(1, 1000000));
+  app.add_option("--rank", o.dp.rank, "this process's rank (default: RANK, else 0)")->check(qwen3::whole_number(0, 1000000));
+  app.add_option("--master-addr", o.dp.master_addr, "where rank 0 serves the rendezvous (default: MASTER_ADDR, else 127.0.0.1)");
+  app.add_option("--master-port", o.dp.master_port, "its port (default: MASTER_PORT, else 29500)")
+      ->check(qwen3::whole_number(1, 65535));
+  app.add_option("--rank-timeout", o.dp.timeout_s,
+                 "seconds the ranks wait for each other: to join, at each all-reduce, for the merge of their steps")
+      ->check(qwen3::whole_number(1, 86400))->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -245,6 +285,12 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (o.dp.rank >= o.dp.world_size)
+      throw std::invalid_argument("rank " + std::to_string(o.dp.rank) + " of a world of " + std::to_string(o.dp.world_size) +
+                                  " (need rank < world size)");
+    if (o.dp.on() && o.sweep) throw std::invalid_argument("--sweep with several ranks is not supported: sweep on one");
+    // Each rank writes its own outputs, into its own folder under --out.
+    if (o.dp.on()) o.out += "/rank" + std::to_string(o.dp.rank);
     qwen3::create_output_folder(o.out);
     const auto schedules = o.sweep ? qwen3::sweep_schedules(o.sweep) : qwen3::parse_schedules(o.schedules);
     const bool cuda = o.device.empty() ? torch::cuda::is_available() : o.device == "cuda";
@@ -288,6 +334,14 @@ int main(int argc, char** argv) {
     if (o.model_dir.empty())
       std::printf("weights: random (seed %llu); step time depends on shapes, not on weight values\n",
                   static_cast<unsigned long long>(o.seed));
+
+    std::optional<qwen3::data_parallel> dp;
+    if (o.dp.on()) {
+      std::printf("data-parallel: rank %d of %d, joining at %s:%d (c10d Gloo; each rank reads its own examples)\n",
+                  o.dp.rank, o.dp.world_size, o.dp.master_addr.c_str(), o.dp.master_port);
+      std::fflush(stdout);
+      dp.emplace(o.dp);
+    }
 
     std::vector<qwen3::schedule_result> results(schedules.size());
     for (std::size_t si = 0; si < schedules.size(); ++si) results[si].name = schedules[si].name();
@@ -333,6 +387,7 @@ int main(int argc, char** argv) {
           po.expected_steps = static_cast<std::size_t>(o.steps);
           po.jsonl_path = o.out + "/" + qwen3::files::steps(sched.name(), rep, o.repeats);
           if (o.traces && rep == 0) po.trace_path = o.out + "/" + qwen3::files::trace(sched.name());
+          if (dp) po.rank = traceml::rank_identity{o.dp.rank, o.dp.world_size};
           po.finish_on_signal = true;
           po.on_signal_finish = [&, si](const traceml::run_result& stopped, int) {
             results[si].runs.push_back(stopped);
@@ -364,6 +419,11 @@ int main(int argc, char** argv) {
           t.sync_each_step = true;
           t.graphs = graphs.get();
           t.scaler = scaler.get();
+          if (dp) {
+            t.sync_gradients = [&dp, &opt] { dp->average_gradients(opt.params()); };
+            t.data_stride = o.dp.world_size;
+            t.data_offset = o.dp.rank;
+          }
           const auto losses = qwen3::train(*model, opt, *data, t, callbacks);
           if (!losses.empty())
             std::printf("%s loss: step 1 %.4f, step %zu %.4f\n", name.c_str(), losses.front(), losses.size(), losses.back());
@@ -379,6 +439,11 @@ int main(int argc, char** argv) {
           auto result = prof.finish();
           failed_outputs.insert(failed_outputs.end(), prof.failed_outputs().begin(), prof.failed_outputs().end());
           std::fputs(traceml::format_table(result).c_str(), stdout);
+          if (dp) {  // every rank's steps to rank 0, which prints them side by side
+            const auto merged = traceml::gather_ranks(dp->store(), name, traceml::rank_steps_of(result, o.dp.rank),
+                                                      o.dp.world_size, std::chrono::seconds(o.dp.timeout_s), o.warmup);
+            if (merged) std::fputs(("\n" + traceml::format_rank_table(*merged)).c_str(), stdout);
+          }
           results[si].runs.push_back(result);
           all_runs.push_back(std::move(result));
         } catch (const std::exception& e) {

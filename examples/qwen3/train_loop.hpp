@@ -18,6 +18,7 @@
 // the step is skipped (loss_scaler.hpp).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <torch/torch.h>
@@ -45,6 +46,12 @@ struct train_options {
   /// (a graphed backward reads it from the scaler's tensor, given at construction), the optimizer
   /// unscales and skips a step with inf/nan gradients, and the scale is updated. Null = none.
   loss_scaler* scaler = nullptr;
+  /// Data parallelism (data_parallel.hpp): called once per step after the last micro-batch, inside a
+  /// communication phase, to average the gradients over the ranks. Empty: one process.
+  std::function<void()> sync_gradients;
+  /// Which examples this rank reads: step s reads those of global step (first_step + s) x
+  /// data_stride + data_offset (ranks: stride = world size, offset = rank, so no two read the same).
+  std::int64_t data_stride = 1, data_offset = 0;
 };
 
 /// The micro-batches of one optimizer step: A times (dataloader, forward with the loss divided by A,
@@ -111,7 +118,13 @@ inline std::vector<double> train(CausalLMImpl& model, adamw& opt, const token_so
   callbacks.on_train_begin();
   for (std::int64_t step = 0; step < t.steps; ++step) {
     callbacks.on_step_begin();
-    auto step_loss = accumulate_step(model, data, t.sched, t.first_step + step, callbacks, t.graphs, t.scaler);
+    auto step_loss = accumulate_step(model, data, t.sched, (t.first_step + step) * t.data_stride + t.data_offset,
+                                     callbacks, t.graphs, t.scaler);
+    if (t.sync_gradients) {
+      callbacks.on_phase_begin(phase_kind::communication);
+      t.sync_gradients();
+      callbacks.on_phase_end(phase_kind::communication);
+    }
 
     callbacks.on_phase_begin(phase_kind::optimizer);
     const bool updated = opt.step(t.scaler);  // with a scaler: unscale and inf/nan check, a sync point

@@ -21,6 +21,8 @@
 #if TRACEML_TEST_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
+
+#include "data_parallel.hpp"  // the example's gradient averaging (examples/qwen3)
 #endif
 #include <traceml/distributed.hpp>
 #include <traceml/phase.hpp>
@@ -226,3 +228,45 @@ TEST_CASE("steps survive the store's encoding exactly, anything else is refused"
   CHECK_FALSE(traceml::detail::decode_rank_steps(bytes("traceml.rank_steps/1\n1 2 3"), 0));     // cut
   CHECK(traceml::detail::decode_rank_steps(bytes("traceml.rank_steps/1\n"), 0)->steps.empty());  // no steps
 }
+
+#if TRACEML_TEST_GLOO
+TEST_CASE("the example's data parallelism averages every rank's gradients, a missing gradient counting as zeros",
+          "[distributed]") {
+  const std::uint16_t port = free_port();
+  // Rank r: a [2, 3] weight whose gradient is r + 1 everywhere (a bf16 one, as the trainer's adapters
+  // may be), and a vector whose gradient rank 0 never made (a parameter unused on that rank).
+  const auto train_rank = [port](int rank) {
+    qwen3::data_parallel_options o;
+    o.rank = rank;
+    o.world_size = 2;
+    o.master_port = port;
+    o.timeout_s = 30;
+    qwen3::data_parallel dp(o);
+    auto w = torch::zeros({2, 3}, torch::kBFloat16).requires_grad_();
+    auto v = torch::zeros({4}).requires_grad_();
+    w.mutable_grad() = torch::full({2, 3}, static_cast<float>(rank + 1), torch::kBFloat16);
+    if (rank == 1) v.mutable_grad() = torch::full({4}, 8.0f);
+    dp.average_gradients({w, v});
+    return std::make_pair(w.grad().to(torch::kFloat32), v.grad());
+  };
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    try {
+      const auto [w, v] = train_rank(1);
+      const bool right = torch::allclose(w, torch::full({2, 3}, 1.5f)) && torch::allclose(v, torch::full({4}, 4.0f));
+      ::_exit(right ? 0 : 4);
+    } catch (...) {
+      ::_exit(1);
+    }
+  }
+  const auto [w, v] = train_rank(0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // rank 1 got the same averages
+  CHECK(w.dtype() == torch::kFloat32);
+  CHECK(torch::allclose(w, torch::full({2, 3}, 1.5f)));  // (1 + 2) / 2
+  CHECK(torch::allclose(v, torch::full({4}, 4.0f)));     // (0 + 8) / 2
+}
+#endif
