@@ -123,7 +123,7 @@ void check_counter_summary(const json& c) {
 }
 
 /// The summary phase object named `name`.
-const json& phase_named(const json& summary, const std::string& name) {
+const json& phase_named(const json& summary, const char* name) {  // not a std::string: a temporary argument would make GCC 13 see a dangling reference
   for (const auto& p : summary["phases"])
     if (p["name"] == name) return p;
   FAIL("no phase " << name);
