@@ -142,7 +142,7 @@ fi
 
 if want qwen3; then
   stamp "qwen3 tests on this LibTorch"
-  (cd "$build" && timeout 60 ctest -R qwen3 >"$out/qwen3_ctest.log" 2>&1); tail -3 "$out/qwen3_ctest.log"
+  (cd "$build" && timeout 240 ctest -R qwen3 -j "$(nproc)" >"$out/qwen3_ctest.log" 2>&1); tail -3 "$out/qwen3_ctest.log"
 fi
 # qwen3_accumulation on 1x4 and 4x1, eager and with CUDA graphs, once per variant given as
 # "LABEL:FLAGS"; then the variants side by side per mode (the first variant is the baseline).

@@ -11,11 +11,12 @@
 #include <tuple>
 
 #include "mixed_run.hpp"
+#include "test_helpers.hpp"
 
 using namespace traceml;
 
 namespace {
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using traceml_test::contains;
 
 struct phase_spec {
   phase_kind kind;

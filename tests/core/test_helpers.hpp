@@ -35,6 +35,9 @@ inline void reset_recorder() {
   traceml::reset_diagnostics(/*quiet=*/true);
 }
 
+/// Whether `part` occurs in `text` (the message and table checks).
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 inline std::string temp_path(const std::string& name) {
   return (std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/traceml_test_" + name);
 }

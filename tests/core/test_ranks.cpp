@@ -7,13 +7,14 @@
 #include <vector>
 
 #include "traceml/ranks.hpp"
+#include "test_helpers.hpp"
 
 using traceml::rank_step;
 using traceml::rank_steps;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using traceml_test::contains;
 
 /// Steps 0..n-1 of one rank: equal step times (they leave the all-reduce together), the given
 /// communication times.

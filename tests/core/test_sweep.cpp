@@ -17,7 +17,7 @@
 using namespace traceml;
 
 namespace {
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using traceml_test::contains;
 
 std::vector<std::string> names(const std::vector<sweep_schedule>& list) {
   std::vector<std::string> out;
