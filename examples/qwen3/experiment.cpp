@@ -19,7 +19,6 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -75,18 +74,16 @@ struct experiment_options {
   qwen3::data_parallel_options dp;   // world size 1: one process
 };
 
-/// An environment variable as a whole number in [lo, hi], or `fallback` when unset; a value outside
-/// is an error naming it (a launcher's typo must not quietly train as another rank).
+/// An environment variable as a whole number in [lo, hi] (checked as the command line's are), or
+/// `fallback` when unset; a value outside is an error naming it (a launcher's typo must not quietly
+/// train as another rank).
 int env_number(const char* name, int fallback, int lo, int hi) {
   const char* v = std::getenv(name);
   if (!v) return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long n = std::strtol(v, &end, 10);
-  if (!*v || *end || errno == ERANGE || n < lo || n > hi)
-    throw std::invalid_argument(std::string(name) + "=" + v + " is not a whole number from " + std::to_string(lo) +
-                                " to " + std::to_string(hi));
-  return static_cast<int>(n);
+  std::string text = v;
+  const std::string refusal = qwen3::whole_number(static_cast<std::uint64_t>(lo), static_cast<std::uint64_t>(hi))(text);
+  if (!refusal.empty()) throw std::invalid_argument(std::string(name) + ": " + refusal);
+  return std::stoi(text);
 }
 
 /// Progress where stderr is not a terminal (a log file, a pipe, CI): one line per tenth of the steps

@@ -131,13 +131,7 @@ class profiler : public recording_callback, private recorder_observer {
         windows_(options_.run_name) {
     result_.name = options_.run_name;
     result_.config = options_.config;
-    result_.rank = options_.rank ? *options_.rank : rank_from_environment();
-    if (options_.rank && !options_.rank->distributed() && (options_.rank->rank >= 0 || options_.rank->world_size > 0)) {
-      report_once("rank-option", "profiler_options::rank " + std::to_string(options_.rank->rank) + " of " +
-                                     std::to_string(options_.rank->world_size) +
-                                     " is not a rank of a run (need 0 <= rank < world_size); the outputs carry no rank");
-      result_.rank = {};
-    }
+    result_.rank = resolve_rank(options_.rank);
     auto& R = detail::recorder();
     recorder_observer* expected = nullptr;
     if (!R.observer.compare_exchange_strong(expected, this)) {
@@ -240,9 +234,9 @@ class profiler : public recording_callback, private recorder_observer {
     const std::string gpu_status = result_.summary.gpu_status;
     result_.summary = acc_.summary();
     result_.summary.gpu_status = gpu_status;
-    if (gpu_ && gpu_->counter_view().on()) {
-      result_.summary.counted_interval_us = static_cast<double>(gpu_->counter_view().sample_interval_ns) / 1e3;
-      result_.summary.launch_engine_us = static_cast<double>(gpu_->counter_view().launch_engine_ns) / 1e3;
+    if (const records_as_counted view = gpu_ ? gpu_->counter_view() : records_as_counted{}; view.on()) {
+      result_.summary.counted_interval_us = static_cast<double>(view.sample_interval_ns) / 1e3;
+      result_.summary.launch_engine_us = static_cast<double>(view.launch_engine_ns) / 1e3;
     }
     result_.summary.dropped_records = dropped_;
     result_.summary.capped_records = capped_;

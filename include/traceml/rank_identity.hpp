@@ -10,6 +10,7 @@
 #pragma once
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "traceml/config.hpp"
@@ -51,6 +52,18 @@ inline rank_identity rank_from_environment() {
     return {};
   }
   return rank_identity{static_cast<int>(r), static_cast<int>(w)};
+}
+
+/// The rank a profiler writes into its outputs: the one it was given (profiler_options::rank), else
+/// the environment's. A given rank outside its world is said once and left out, as a bad
+/// environment is.
+inline rank_identity resolve_rank(const std::optional<rank_identity>& given) {
+  if (!given) return rank_from_environment();
+  if (given->distributed() || (given->rank < 0 && given->world_size <= 0)) return *given;
+  report_once("rank-option", "profiler_options::rank " + std::to_string(given->rank) + " of " +
+                                 std::to_string(given->world_size) +
+                                 " is not a rank of a run (need 0 <= rank < world_size); the outputs carry no rank");
+  return {};
 }
 
 TRACEML_END_NAMESPACE

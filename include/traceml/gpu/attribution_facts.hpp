@@ -42,7 +42,6 @@ struct step_acc {
   step_gpu_report report;
   interval window;               // the step's measured window
   std::vector<interval> busy;    // every record of the step
-  std::vector<interval> counted;  // the same, kernels begun the engine's launch time earlier (when modelled)
   std::vector<phase_entry_acc> phases;
   std::unordered_map<phase_key, std::size_t, phase_key_hash> phase_index;
 };
@@ -55,6 +54,9 @@ struct round_acc {
   std::vector<std::int32_t> parent;         // per window: the phase window directly enclosing it, -1: none
   std::vector<std::vector<interval>> busy;  // per phase window: its own and its nested phases' records
   records_as_counted counted;               // attribution_options::counted
+  /// Every record of the round, kernels begun counted.launch_engine_ns earlier (when modelled): the
+  /// counters see the whole GPU, so a neighbouring step's work leaks into a window's edge samples too.
+  std::vector<interval> counted_busy;
 };
 
 /// The phase directly enclosing each phase window: same step and thread, smaller nesting, a CPU
@@ -167,7 +169,7 @@ inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& 
   add_to(s.report.total, rec);
   s.busy.emplace_back(rec.begin_ns, rec.end_ns);
   const bool kernel = rec.what == gpu_activity::type::kernel;
-  if (acc.counted.on()) s.counted.emplace_back(kernel ? rec.begin_ns - acc.counted.launch_engine_ns : rec.begin_ns, rec.end_ns);
+  if (acc.counted.on()) acc.counted_busy.emplace_back(kernel ? rec.begin_ns - acc.counted.launch_engine_ns : rec.begin_ns, rec.end_ns);
   const std::int32_t entry = a.phase_window >= 0 ? acc.entry[static_cast<std::size_t>(a.phase_window)] : -1;
   if (entry >= 0) {
     phase_entry_acc& pa = s.phases[static_cast<std::size_t>(entry)];
@@ -175,7 +177,7 @@ inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& 
     if (kernel) add_kernel(pa, rec);
     for (std::int32_t w = a.phase_window; w >= 0; w = acc.parent[static_cast<std::size_t>(w)])
       acc.busy[static_cast<std::size_t>(w)].emplace_back(rec.begin_ns, rec.end_ns);
-  } else if (rec.what == gpu_activity::type::kernel) {
+  } else if (kernel) {
     ++s.report.unattributed_kernels;
   }
   if (!keep_activities) return;
@@ -200,13 +202,8 @@ inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& 
 /// Stage 5: busy time per window (clipped to it, summed per entry), idle = window - busy, every
 /// kernel name merged and sorted (not truncated), activities in time order.
 inline std::vector<step_gpu_report> finish_reports(round_acc& acc, const std::vector<window>& ws) {
-  // The records as the counters would count them: one timeline of the whole round (the counters see
-  // the whole GPU: a neighbouring step's work leaks into a window's edge samples too), every window
-  // read from it.
-  std::vector<interval> counted;
-  if (acc.counted.on())
-    for (step_acc& s : acc.steps) counted.insert(counted.end(), s.counted.begin(), s.counted.end());
-  counted = merge_intervals(std::move(counted));
+  // The records as the counters would count them: every window read from the round's one timeline.
+  const std::vector<interval> counted = merge_intervals(std::move(acc.counted_busy));
   const auto counted_in = [&](const interval& m) {
     return static_cast<std::int64_t>(sampled_busy_ns(counted, m.first, m.second, acc.counted.sample_interval_ns) + 0.5);
   };

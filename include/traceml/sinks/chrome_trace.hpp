@@ -62,19 +62,17 @@ class chrome_trace_writer {
  public:
   chrome_trace_writer(json_writer& w, std::int64_t origin, const std::vector<thread_identity>& threads,
                       rank_identity rank = {})
-      : w_(w), origin_(origin), rank_(rank) {
+      : w_(w), origin_(origin),
+        rank_offset_(rank.distributed() ? rank_pid_stride * rank.rank : 0),
+        prefix_(rank.distributed() ? "rank " + std::to_string(rank.rank) + ": " : std::string()) {
     for (const auto& t : threads) who_[t.index] = &t;
-    if (rank.distributed()) {
-      cpu_pid_ += rank_pid_stride * rank.rank;
-      prefix_ = "rank " + std::to_string(rank.rank) + ": ";
-    }
   }
 
   /// Names and sort indices: the host process first (0), then GPU d (1 + d), rank by rank; threads in order of
   /// first record, each named once (an OS id the system reused for a later thread keeps one name).
   void metadata(const std::string& run_name, const std::vector<span_record>& spans, const std::set<std::uint32_t>& devices) {
-    name_meta(cpu_pid_, 0, "process_name", prefix_ + "traceml CPU: " + run_name);
-    sort_meta(cpu_pid_, 0, "process_sort_index", sort_base());
+    name_meta(host_pid(), 0, "process_name", prefix_ + "traceml CPU: " + run_name);
+    sort_meta(host_pid(), 0, "process_sort_index", sort_base());
     std::set<std::uint32_t> threads;
     for (const auto& r : spans) threads.insert(r.thread);
     std::set<std::uint64_t> named;
@@ -82,9 +80,9 @@ class chrome_trace_writer {
       const std::uint64_t tid = tid_of(t);
       if (!named.insert(tid).second) continue;
       const auto it = who_.find(t);
-      name_meta(cpu_pid_, tid, "thread_name",
+      name_meta(host_pid(), tid, "thread_name",
                 it != who_.end() && !it->second->name.empty() ? it->second->name : "thread " + std::to_string(t));
-      sort_meta(cpu_pid_, tid, "thread_sort_index", t);
+      sort_meta(host_pid(), tid, "thread_sort_index", t);
     }
     for (auto d : devices) {
       name_meta(gpu_pid(d), 0, "process_name", prefix_ + "GPU " + std::to_string(d));
@@ -94,7 +92,7 @@ class chrome_trace_writer {
 
   void cpu_spans(const std::vector<span_record>& spans) {
     for (const auto& r : spans) {
-      w_.begin_object().member("ph", "X").member("pid", cpu_pid_).member("tid", tid_of(r.thread));
+      w_.begin_object().member("ph", "X").member("pid", host_pid()).member("tid", tid_of(r.thread));
       w_.member("name", r.name).member("cat", to_string(r.kind));
       w_.member("ts", us(r.begin_ns)).member("dur", static_cast<double>(r.duration_ns()) / 1e3);
       w_.key("args").begin_object().member("step", r.step).member("microbatch", r.microbatch).end_object();
@@ -129,7 +127,7 @@ class chrome_trace_writer {
       if (launcher == spans.end()) continue;
       ++flow_id;
       w_.begin_object().member("ph", "s").member("id", flow_id).member("name", "launch").member("cat", "launch");
-      w_.member("pid", cpu_pid_).member("tid", tid_of(launcher->thread)).member("ts", us(launcher->begin_ns)).end_object();
+      w_.member("pid", host_pid()).member("tid", tid_of(launcher->thread)).member("ts", us(launcher->begin_ns)).end_object();
       w_.begin_object().member("ph", "f").member("bp", "e").member("id", flow_id).member("name", "launch").member("cat", "launch");
       w_.member("pid", pid).member("tid", a.stream).member("ts", us(a.begin_ns)).end_object();
     }
@@ -152,10 +150,9 @@ class chrome_trace_writer {
 
  private:
   double us(std::int64_t ns) const { return static_cast<double>(ns - origin_) / 1e3; }
-  int gpu_pid(std::uint32_t device) const {
-    return gpu_pid_base + static_cast<int>(device) + (rank_.distributed() ? rank_pid_stride * rank_.rank : 0);
-  }
-  std::int64_t sort_base() const { return rank_.distributed() ? std::int64_t{rank_pid_stride} * rank_.rank : 0; }
+  int host_pid() const { return cpu_pid + rank_offset_; }
+  int gpu_pid(std::uint32_t device) const { return gpu_pid_base + static_cast<int>(device) + rank_offset_; }
+  std::int64_t sort_base() const { return rank_offset_; }
   std::uint64_t tid_of(std::uint32_t index) const {
     const auto it = who_.find(index);
     return it == who_.end() ? index : it->second->os_id;
@@ -171,8 +168,7 @@ class chrome_trace_writer {
 
   json_writer& w_;
   std::int64_t origin_;
-  rank_identity rank_;
-  int cpu_pid_ = cpu_pid;
+  int rank_offset_;     // rank r's processes are numbered 1000 r above rank 0's
   std::string prefix_;  // "rank r: " before process names
   std::map<std::uint32_t, const thread_identity*> who_;
 };

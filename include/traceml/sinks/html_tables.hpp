@@ -200,10 +200,10 @@ inline void agreement_table(std::string& o, const std::vector<run_result>& runs,
   for (const char* h : {"recorded steps", "counters", "kernel records"}) head.emplace_back(h);
   // The counters see the whole GPU through samples, and count each kernel's launch set-up: shown when
   // the run was given that set-up time (without it the column reads as the records do).
-  const run_summary* modelled = nullptr;
-  for (const auto& r : runs)
-    if (r.summary.counted_interval_us > 0 && r.summary.launch_engine_us > 0 && !modelled) modelled = &r.summary;
-  const bool launch = modelled != nullptr;
+  const auto modelled = std::find_if(runs.begin(), runs.end(), [](const run_result& r) {
+    return r.summary.counted_interval_us > 0 && r.summary.launch_engine_us > 0;
+  });
+  const bool launch = modelled != runs.end();
   if (launch) head.emplace_back("records as counted");
   header_row(o, head);
   o += "<tbody>\n";
@@ -226,8 +226,8 @@ inline void agreement_table(std::string& o, const std::vector<run_result>& runs,
   o += "</table>\n";
   if (launch)
     o += "<p class=\"muted\">records as counted: every kernel record of the step as the counters would count it "
-         "inside the phase: averaged over samples of " + fixed_text(modelled->counted_interval_us, 0) +
-         " us (busy next to a short window leaks into it), each kernel begun " + fixed_text(modelled->launch_engine_us, 2) +
+         "inside the phase: averaged over samples of " + fixed_text(modelled->summary.counted_interval_us, 0) +
+         " us (busy next to a short window leaks into it), each kernel begun " + fixed_text(modelled->summary.launch_engine_us, 2) +
          " us earlier (the engine's launch set-up, which the counters count and a record does not).</p>\n";
 }
 
