@@ -271,6 +271,73 @@ TEST_CASE("a schedule's warm-up step claims its own records by its markers, and 
   }
 }
 
+TEST_CASE("records as counted see across rounds: a step delivered alone reads its edges as in one round with "
+          "its neighbours", "[stage][counters]") {
+  // Step 0: forward (markers 2-3) whose last kernel ends just before the step does. Step 1: a short
+  // dataloader window with no work of its own, then a kernel of step 1 right after it.
+  const auto step0 = [] {
+    step_activity s;
+    s.step = 0;
+    s.recorded = true;
+    s.spans = {timed(span(phase_kind::step, "step", 0, 0, 1000), -1, 1, 4),
+               timed(span(phase_kind::forward, "forward", 0, 10, 990), -1, 2, 3)};
+    return s;
+  }();
+  const auto step1 = [] {
+    step_activity s;
+    s.step = 1;
+    s.recorded = true;
+    s.spans = {timed(span(phase_kind::step, "step", 1, 1000, 2000), -1, 5, 8),
+               timed(span(phase_kind::dataloader, "dataloader", 1, 1003, 1062), -1, 6, 7)};
+    return s;
+  }();
+  const std::vector<marker_time> markers0 = {marker(1, 10, 12), marker(2, 20, 22), marker(3, 980, 982), marker(4, 990, 992)};
+  const std::vector<marker_time> markers1 = {marker(5, 1000, 1002), marker(6, 1003, 1005), marker(7, 1060, 1062),
+                                             marker(8, 1990, 1992)};
+  const gpu_record tail = kernel("tail", 900, 978), next = kernel("next", 1070, 1400);
+  const records_as_counted view{160, 0};
+
+  gpu_delivery both;
+  both.steps = {step0, step1};
+  both.markers = markers0;
+  both.markers.insert(both.markers.end(), markers1.begin(), markers1.end());
+  both.records = {tail, next};
+  attribution_stage one_round;
+  one_round.counter_view(view);
+  const auto together = one_round.add(both);
+  REQUIRE(together.size() == 2);
+
+  // Apart: step 1's kernel arrives with step 0 (left over), step 0's kernel is gone before step 1.
+  gpu_delivery first, second;
+  first.steps = {step0};
+  first.markers = markers0;
+  first.records = {tail, next};
+  second.steps = {step1};
+  second.markers = markers1;
+  attribution_stage two_rounds;
+  two_rounds.counter_view(view);
+  auto apart = two_rounds.add(first);
+  for (auto& r : two_rounds.add(second)) apart.push_back(std::move(r));
+  REQUIRE(apart.size() == 2);
+
+  const auto phase_of = [](const step_gpu_report& r, const char* name) -> const gpu_facts& {
+    for (const auto& p : r.phases)
+      if (std::string(p.name) == name) return p.facts;
+    FAIL("no phase " << name);
+    return r.total;
+  };
+  const gpu_facts& data_together = phase_of(together[1], "dataloader");
+  const gpu_facts& data_apart = phase_of(apart[1], "dataloader");
+  CHECK(data_apart.busy_ns == 0);  // the records' own figure: nothing ran inside it
+  // Step 0's last kernel leaks into the dataloader's first samples, delivered together or apart.
+  CHECK(data_together.counted_busy_ns > 0);
+  CHECK(data_apart.counted_busy_ns == data_together.counted_busy_ns);
+  // And step 1's first kernel into step 0's last samples, though it was only a leftover then.
+  CHECK(phase_of(apart[0], "forward").counted_busy_ns == phase_of(together[0], "forward").counted_busy_ns);
+  CHECK(apart[0].total.counted_busy_ns == together[0].total.counted_busy_ns);
+  CHECK(apart[1].total.counted_busy_ns == together[1].total.counted_busy_ns);
+}
+
 TEST_CASE("the attribution worker gives the stage's reports, in order, off the calling thread", "[stage][worker]") {
   // The three deliveries of the leftover case, through the worker: the reports must equal the stage's.
   const std::vector<gpu_delivery> deliveries = {first_delivery(), quiet_delivery(), recorded_delivery()};

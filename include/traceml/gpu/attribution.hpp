@@ -60,6 +60,7 @@ inline attribution_output attribute(const attribution_input& in, const attributi
     // Nothing to attribute against: everything waits for a later round (or is orphaned).
     if (!in.final_round) out.leftover = in.records;
     else out.orphans = in.records.size();
+    if (opt.counted.on()) out.counted_tail = in.counted_context;
     return out;
   }
   const auto assigned = detail::assign_records(in.records, windows, index, in.final_round);
@@ -68,9 +69,11 @@ inline attribution_output attribute(const attribution_input& in, const attributi
   acc.counted = opt.counted;
   acc.counted.launch_engine_ns = std::max<std::int64_t>(0, acc.counted.launch_engine_ns);
   detail::open_phase_entries(in, windows, acc);
+  if (acc.counted.on()) acc.counted_busy = in.counted_context;
   std::uint64_t orphan_kernels = 0;
   for (std::size_t r = 0; r < in.records.size(); ++r) {
     const gpu_record& rec = in.records[r];
+    if (assigned[r].fate != record_fate::invalid) acc.count(rec);  // the counters see every timed record
     switch (assigned[r].fate) {
       case record_fate::leftover: out.leftover.push_back(rec); break;
       case record_fate::invalid: ++out.invalid; break;
@@ -89,6 +92,7 @@ inline attribution_output attribute(const attribution_input& in, const attributi
   acc.steps.front().report.dropped_records += out.invalid;
   acc.steps.front().report.unattributed_kernels += orphan_kernels;
   out.reports = detail::finish_reports(acc, windows);
+  if (acc.counted.on()) out.counted_tail = detail::counted_tail(acc.counted_busy, windows, acc.counted.sample_interval_ns);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -54,9 +55,17 @@ struct round_acc {
   std::vector<std::int32_t> parent;         // per window: the phase window directly enclosing it, -1: none
   std::vector<std::vector<interval>> busy;  // per phase window: its own and its nested phases' records
   records_as_counted counted;               // attribution_options::counted
-  /// Every record of the round, kernels begun counted.launch_engine_ns earlier (when modelled): the
-  /// counters see the whole GPU, so a neighbouring step's work leaks into a window's edge samples too.
+  /// Every timed record of the round (assigned, left over or orphaned) and the previous round's tail,
+  /// kernels begun counted.launch_engine_ns earlier (when modelled): the counters see the whole GPU,
+  /// so a neighbouring step's work leaks into a window's edge samples too. Merged by finish_reports.
   std::vector<interval> counted_busy;
+
+  /// One record into the as-counted timeline (when modelled).
+  void count(const gpu_record& rec) {
+    if (!counted.on()) return;
+    const bool kernel = rec.what == gpu_activity::type::kernel;
+    counted_busy.emplace_back(kernel ? rec.begin_ns - counted.launch_engine_ns : rec.begin_ns, rec.end_ns);
+  }
 };
 
 /// The phase directly enclosing each phase window: same step and thread, smaller nesting, a CPU
@@ -169,7 +178,6 @@ inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& 
   add_to(s.report.total, rec);
   s.busy.emplace_back(rec.begin_ns, rec.end_ns);
   const bool kernel = rec.what == gpu_activity::type::kernel;
-  if (acc.counted.on()) acc.counted_busy.emplace_back(kernel ? rec.begin_ns - acc.counted.launch_engine_ns : rec.begin_ns, rec.end_ns);
   const std::int32_t entry = a.phase_window >= 0 ? acc.entry[static_cast<std::size_t>(a.phase_window)] : -1;
   if (entry >= 0) {
     phase_entry_acc& pa = s.phases[static_cast<std::size_t>(entry)];
@@ -203,7 +211,8 @@ inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& 
 /// kernel name merged and sorted (not truncated), activities in time order.
 inline std::vector<step_gpu_report> finish_reports(round_acc& acc, const std::vector<window>& ws) {
   // The records as the counters would count them: every window read from the round's one timeline.
-  const std::vector<interval> counted = merge_intervals(std::move(acc.counted_busy));
+  acc.counted_busy = merge_intervals(std::move(acc.counted_busy));
+  const std::vector<interval>& counted = acc.counted_busy;
   const auto counted_in = [&](const interval& m) {
     return static_cast<std::int64_t>(sampled_busy_ns(counted, m.first, m.second, acc.counted.sample_interval_ns) + 0.5);
   };
@@ -235,6 +244,18 @@ inline std::vector<step_gpu_report> finish_reports(round_acc& acc, const std::ve
     reports.push_back(std::move(s.report));
   }
   return reports;
+}
+
+/// What of a round's merged as-counted timeline the next round's first samples can still see: the
+/// intervals that end after one sample interval before the round's last window end.
+inline std::vector<interval> counted_tail(const std::vector<interval>& merged, const std::vector<window>& ws,
+                                          std::int64_t sample_interval_ns) {
+  std::int64_t last_end = std::numeric_limits<std::int64_t>::min();
+  for (const window& w : ws) last_end = std::max(last_end, w.measured().second);
+  std::vector<interval> tail;
+  for (const interval& iv : merged)
+    if (iv.second > last_end - sample_interval_ns) tail.push_back(iv);
+  return tail;
 }
 
 }  // namespace detail

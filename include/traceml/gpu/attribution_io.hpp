@@ -26,6 +26,10 @@ struct attribution_input {
   std::unordered_map<std::int32_t, std::pair<std::int64_t, std::int64_t>> memory;
   /// The last round of the run: nothing is left over for later steps.
   bool final_round = false;
+  /// Busy time the counters also see but this round's records do not hold: the previous round's
+  /// last records as counted (attribution_output::counted_tail). Read only when records are modelled
+  /// as counted: a step's first window samples the previous step's last kernels through its edge.
+  std::vector<std::pair<std::int64_t, std::int64_t>> counted_context;
 };
 
 /// What it takes to see kernel records as hardware counters (pm_sampling_source.hpp) see the GPU: the
@@ -52,6 +56,9 @@ struct attribution_output {
   std::vector<attribution_method> method;  ///< per input record (leftovers, orphans: none)
   std::uint64_t orphans = 0;  ///< records inside no step window (counted as unattributed)
   std::uint64_t invalid = 0;  ///< records without timestamps (counted as dropped)
+  /// The round's records as counted (and its leftovers) from one sample interval before its last
+  /// window's end on: the next round's attribution_input::counted_context. Empty when not modelled.
+  std::vector<std::pair<std::int64_t, std::int64_t>> counted_tail;
 };
 
 TRACEML_END_NAMESPACE

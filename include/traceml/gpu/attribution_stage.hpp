@@ -114,6 +114,7 @@ class attribution_stage {
     }
     in.records.swap(records_);
     in.final_round = final;
+    in.counted_context.swap(counted_tail_);
     attribution_options ao;
     ao.keep_activities = keep_activities_;
     ao.counted = counted_;
@@ -126,6 +127,7 @@ class attribution_stage {
       }
     }
     records_ = std::move(out.leftover);
+    counted_tail_ = final ? std::vector<std::pair<std::int64_t, std::int64_t>>{} : std::move(out.counted_tail);
     // Markers of this round are spent; those of scopes outside steps are never used: forget every
     // marker older than the newest one used. A later step's markers are newer and stay.
     std::uint64_t newest = 0;
@@ -222,6 +224,7 @@ class attribution_stage {
   records_as_counted counted_;
   round_tap tap_;
   std::vector<gpu_record> records_;                         // not yet claimed by a step
+  std::vector<std::pair<std::int64_t, std::int64_t>> counted_tail_;  // the last round's, as counted (next round's edges)
   std::unordered_map<std::uint64_t, marker_time> markers_;  // by sequence number, not yet used
 };
 
