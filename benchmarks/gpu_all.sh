@@ -6,7 +6,8 @@
 # steps, bf16, checkpointing); logit parity with transformers; the qwen3 tests on this LibTorch; the
 # chunked loss against the full logits and fp16 (loss scaling) against bf16, each side by side; the
 # schedule sweep (a case that runs out of memory, and one whose candidates are close); the Llama
-# family (parity, then the experiment on llama-3.2-1b).
+# family (parity, then the experiment on llama-3.2-1b); the training loop beside 32 threads flooding
+# the profiler with records.
 # Logs and JSON go to OUT_DIR. PARTS picks a subset (default: all of them).
 #
 #   benchmarks/gpu_all.sh OUT_DIR [DEPS_DIR]
@@ -21,7 +22,7 @@ build=${BUILD:-/tmp/traceml-gpu-build}
 mkdir -p "$out"
 t0=$(date +%s)
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
-parts=${PARTS:-tests pm overhead pm_overhead side_by_side experiment parity llama_parity llama_experiment qwen3 chunked_loss fp16 sweep}
+parts=${PARTS:-tests pm overhead pm_overhead side_by_side experiment parity llama_parity llama_experiment qwen3 chunked_loss fp16 sweep sweep_close flooding}
 want() { [[ " $parts " == *" $1 "* ]]; }
 
 tp=$(python3 -c 'import torch, torch.utils; print(torch.utils.cmake_prefix_path)')
@@ -32,8 +33,12 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_
   >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 grep "traceml:" "$out/configure.log"
 stamp "build"
-targets="traceml_gpu_tests qwen3_overhead"
-{ want side_by_side || want experiment || want pm || want chunked_loss || want fp16 || want sweep || want llama_experiment; } && targets+=" qwen3_accumulation"
+targets=""
+{ want tests || { want pm && [ "${PM_TESTS:-1}" != 0 ]; }; } && targets+=" traceml_gpu_tests"  # PM_TESTS=0: no [pm] test
+{ want overhead || want pm_overhead; } && targets+=" qwen3_overhead"
+{ want side_by_side || want experiment || want pm || want chunked_loss || want fp16 || want sweep || want sweep_close ||
+  want llama_experiment; } && targets+=" qwen3_accumulation"
+want flooding && targets+=" flooding_threads"
 want pm && targets+=" pm_sampling_probe"
 { want parity || want llama_parity; } && targets+=" qwen3_logits"
 want qwen3 && targets+=" traceml_qwen3_tests qwen3_step_timing qwen3_logits traceml"  # the ctest -R qwen3 programs
@@ -55,11 +60,15 @@ if want pm; then
   timeout 60 "$build/benchmarks/pm_sampling_probe" >"$out/pm_probe.log" 2>&1; echo "rc=$?"
   cat "$out/pm_probe.log"
   # The decoder's CPU against the size of its counter-data image (8,192 samples was the default).
-  timeout 60 "$build/benchmarks/pm_sampling_probe" --max-samples 8192 --tiny-kernels 10 >"$out/pm_probe_8192.log" 2>&1
-  echo "with 8192 samples per decode pass:"; grep -E "^3\. rate" "$out/pm_probe_8192.log"
-  stamp "[gpu][pm] test"
-  timeout 90 "$build/tests/gpu/traceml_gpu_tests" "[pm],[default],[degrade]" -d yes >"$out/gpu_pm_tests.log" 2>&1; echo "rc=$?"
-  grep -E "hardware counters|busy:|SKIPPED|FAILED|passed|failed" "$out/gpu_pm_tests.log" | head -30
+  if [ "${PM_DECODE_SIZES:-1}" != 0 ]; then
+    timeout 60 "$build/benchmarks/pm_sampling_probe" --max-samples 8192 --tiny-kernels 10 >"$out/pm_probe_8192.log" 2>&1
+    echo "with 8192 samples per decode pass:"; grep -E "^3\. rate" "$out/pm_probe_8192.log"
+  fi
+  if [ "${PM_TESTS:-1}" != 0 ]; then
+    stamp "[gpu][pm] test"
+    timeout 90 "$build/tests/gpu/traceml_gpu_tests" "[pm],[default],[degrade]" -d yes >"$out/gpu_pm_tests.log" 2>&1; echo "rc=$?"
+    grep -E "hardware counters|busy:|SKIPPED|FAILED|passed|failed" "$out/gpu_pm_tests.log" | head -30
+  fi
   # The engine's time per launch the probe measured on isolated tiny kernels (its part 5): the
   # summaries then also hold the records' busy share with it (the launch model).
   engine=$(awk '$1 == "isolated" && $NF ~ /^[0-9.]+$/ {print $NF}' "$out/pm_probe.log")
@@ -190,12 +199,6 @@ if want sweep; then
   timeout 420 "$build/examples/qwen3/qwen3_accumulation" --sweep 128 --no-checkpointing --steps 6 --warmup 2 \
     --repeats 2 --sweep-candidates 2 --no-traces --out "$out/sweep_oom" >"$out/sweep_oom.log" 2>"$out/sweep_oom.err"
   echo "rc=$?"; grep '^\[sweep\]' "$out/sweep_oom.err"; sed -n '/^Schedule sweep/,$p' "$out/sweep_oom.log"
-  # Large micro-batches with CUDA graphs fill the GPU alike: 16x1 and 8x2 are close, often a tie.
-  stamp "schedule sweep: effective batch 16, CUDA graphs (close candidates)"
-  mkdir -p "$out/sweep_close"
-  timeout 300 "$build/examples/qwen3/qwen3_accumulation" --sweep 16 --cuda-graphs --steps 20 --warmup 5 \
-    --repeats 3 --sweep-candidates 3 --no-traces --out "$out/sweep_close" >"$out/sweep_close.log" 2>"$out/sweep_close.err"
-  echo "rc=$?"; grep '^\[sweep\]' "$out/sweep_close.err"; sed -n '/^Schedule sweep/,$p' "$out/sweep_close.log"
   # Without the sweep: the schedule after one that ran out of memory inside forward must be measured
   # whole (it read "0 steps measured" and 0.0 ms before profilers abandoned the interrupted step).
   stamp "a schedule after an out-of-memory one: --schedules 96x1,1x96"
@@ -203,6 +206,25 @@ if want sweep; then
   timeout 120 "$build/examples/qwen3/qwen3_accumulation" --schedules 96x1,1x96 --steps 2 --warmup 0 \
     --no-checkpointing --gpu-timing off --no-traces --out "$out/after_oom" >"$out/after_oom.log" 2>&1
   echo "rc=$?"; grep -E "^schedule 96x1|median step ms|measured steps" "$out/after_oom.log"
+fi
+
+if want sweep_close; then
+  # Large micro-batches with CUDA graphs fill the GPU alike: 16x1 and 8x2 are close, often a tie.
+  stamp "schedule sweep: effective batch ${CLOSE_BATCH:-16}, CUDA graphs (close candidates)"
+  mkdir -p "$out/sweep_close"
+  timeout 300 "$build/examples/qwen3/qwen3_accumulation" --sweep "${CLOSE_BATCH:-16}" --cuda-graphs \
+    --steps "${CLOSE_STEPS:-20}" --warmup 5 --repeats 3 --sweep-candidates "${CLOSE_CANDIDATES:-3}" --no-traces \
+    --out "$out/sweep_close" >"$out/sweep_close.log" 2>"$out/sweep_close.err"
+  echo "rc=$?"; grep '^\[sweep\]' "$out/sweep_close.err"; sed -n '/^Schedule sweep/,$p' "$out/sweep_close.log"
+fi
+
+if want flooding; then
+  # 32 threads recording phases non-stop beside the training loop's 2 ms steps: the loop's step time
+  # with the profiler against without (the drain at step end is bounded).
+  stamp "flooding threads: ${FLOOD_THREADS:-32} threads beside 2 ms steps"
+  timeout 120 "$build/benchmarks/flooding_threads" --threads "${FLOOD_THREADS:-32}" --rounds "${FLOOD_ROUNDS:-20}" \
+    >"$out/flooding.log" 2>&1; echo "rc=$?"
+  cat "$out/flooding.log"
 fi
 
 stamp "done"
