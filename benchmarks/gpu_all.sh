@@ -57,7 +57,8 @@ if want pm; then
   # Hardware counters (CUPTI PM sampling): feasibility, the [pm] test, and their agreement with
   # kernel records on the trainer with every step recorded (eager, then CUDA graphs).
   stamp "PM sampling probe"
-  timeout 60 "$build/benchmarks/pm_sampling_probe" >"$out/pm_probe.log" 2>&1; echo "rc=$?"
+  timeout 120 "$build/benchmarks/pm_sampling_probe" --launch-rounds "${PM_LAUNCH_ROUNDS:-20}" >"$out/pm_probe.log" 2>&1
+  echo "rc=$?"
   cat "$out/pm_probe.log"
   # The decoder's CPU against the size of its counter-data image (8,192 samples was the default).
   if [ "${PM_DECODE_SIZES:-1}" != 0 ]; then
@@ -76,7 +77,8 @@ if want pm; then
     stamp "counters vs kernel records, every step recorded ($mode)"
     flags=(); [ "$mode" = graphs ] && flags=(--cuda-graphs)
     mkdir -p "$out/agreement_$mode"
-    timeout 90 "$build/examples/qwen3/qwen3_accumulation" --schedules 1x4,4x1 --steps "${AGREE_STEPS:-12}" --warmup 2 \
+    timeout $((60 + 2 * ${AGREE_STEPS:-12})) "$build/examples/qwen3/qwen3_accumulation" --schedules 1x4,4x1 \
+      --steps "${AGREE_STEPS:-12}" --warmup 2 \
       --record-budget 0 --no-traces "${flags[@]}" ${engine:+--launch-engine-us "$engine"} --out "$out/agreement_$mode" \
       >"$out/agreement_$mode.log" 2>&1; echo "rc=$?"
     python3 "$root/benchmarks/counter_agreement.py" "$out/agreement_$mode/accumulation_summary.json" 2>&1 |

@@ -14,11 +14,21 @@
 //      tiny one-thread kernels (the clock stamp), isolated (host spins between launches) and back to
 //      back (queued behind a memset), beside long memsets: (counter busy - record busy) per kernel,
 //      on the same steps. The same figure on the trainer comes from benchmarks/counter_agreement.py.
+//      Phases of tiny memsets (as the boundary markers are) and of small pinned host-to-device copies
+//      (a dataloader's GPU work), isolated like the kernels: what the graphics engine counts of each
+//      beyond its record, per operation.
+//   6. What sampling and decoding cost a launch-bound thread: tiny kernels launched back to back for
+//      100 ms per block, the sampler on (decoding every 20 ms on its thread) or paused, in paired
+//      rounds of alternating order; the launch rate's ratio with its interval. An eager trainer's
+//      steps vary too much from one to the next to show a cost of +0.3% (qwen3_overhead): this is the
+//      part of that cost a launch-bound step pays, measured where the noise is small.
 // The step-time overhead on the trainer is measured by qwen3_overhead's +pm modes.
 //
 //   pm_sampling_probe [--interval-us 100] [--bursts 6] [--burst-ms 10] [--max-samples 1024] [--tiny-kernels 500]
+//                     [--launch-rounds 20]
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -33,6 +43,8 @@
 #include <traceml/gpu/pm_sampling_source.hpp>
 #include <traceml/phase.hpp>
 #include <traceml/profiler.hpp>
+
+#include "median_interval.hpp"
 
 namespace {
 
@@ -88,6 +100,13 @@ void engine_time_per_kernel(burner& burn, traceml::gpu_clock& clock, const trace
   traceml::profiler prof(o);
   prof.set_gpu_source(std::move(src));
   auto tiny_kernel = [&] { clock.release(clock.stamp(nullptr)); };  // one thread storing the clock: ~1 us
+  constexpr std::size_t copy_bytes = 8192;  // a micro-batch of 4 x 512 token ids
+  void* host_copy = nullptr;
+  void* dev_copy = nullptr;
+  if (cudaMallocHost(&host_copy, copy_bytes) != cudaSuccess || cudaMalloc(&dev_copy, copy_bytes) != cudaSuccess) {
+    std::printf("5. engine time per kernel: UNAVAILABLE: no memory for the copies\n");
+    return;
+  }
   auto spin_us = [](int us) {
     const std::int64_t until = traceml::now_ns() + std::int64_t{us} * 1000;
     while (traceml::now_ns() < until) {
@@ -111,13 +130,30 @@ void engine_time_per_kernel(burner& burn, traceml::gpu_clock& clock, const trace
       TRACEML_PHASE_NAMED("memsets");
       burn.run(5.0);
     }
+    {
+      TRACEML_PHASE_NAMED("tiny_memsets");  // the size of a boundary marker, isolated like the kernels
+      for (int i = 0; i < tiny; ++i) {
+        cudaMemsetAsync(dev_copy, 0x11, copy_bytes, nullptr);  // not the markers' 0xA7 fill
+        spin_us(20);
+      }
+    }
+    {
+      TRACEML_PHASE_NAMED("copies");  // pinned host-to-device, a host spin of 20 us after each
+      for (int i = 0; i < tiny; ++i) {
+        cudaMemcpyAsync(dev_copy, host_copy, copy_bytes, cudaMemcpyHostToDevice, nullptr);
+        spin_us(20);
+      }
+    }
     cudaDeviceSynchronize();
   }
+  cudaFreeHost(host_copy);
+  cudaFree(dev_copy);
   const auto& r = prof.finish();
-  std::printf("5. engine time per kernel (%d tiny kernels per phase, steps after the first)\n", tiny);
+  std::printf("5. engine time per kernel (%d tiny kernels or copies per phase, steps after the first)\n", tiny);
   std::printf("   %-13s %10s %9s %11s %12s %11s %16s\n", "phase", "window ms", "kernels", "records %", "counters %",
               "diff pts", "engine us/kernel");
-  for (const char* name : {"isolated", "back_to_back", "memsets"}) {
+  for (const char* name : {"isolated", "back_to_back", "memsets", "tiny_memsets", "copies"}) {
+    const bool per_op = std::string(name) == "copies" || std::string(name) == "tiny_memsets";  // no kernels
     double window = 0, rec = 0, cnt = 0, kernels = 0;
     int n = 0;
     for (const auto& st : r.steps) {
@@ -137,16 +173,63 @@ void engine_time_per_kernel(burner& burn, traceml::gpu_clock& clock, const trace
       continue;
     }
     char per_kernel[32] = "-";
-    if (kernels > 0) std::snprintf(per_kernel, sizeof per_kernel, "%.3f", (cnt - rec) / kernels / 1e3);
+    const double ops = per_op ? static_cast<double>(tiny) * n : kernels;
+    if (ops > 0) std::snprintf(per_kernel, sizeof per_kernel, "%.3f%s", (cnt - rec) / ops / 1e3, per_op ? " /op" : "");
     std::printf("   %-13s %10.3f %9.0f %10.2f%% %11.2f%% %+11.2f %16s\n", name, window / n / 1e6, kernels / n,
                 100.0 * rec / window, 100.0 * cnt / window, 100.0 * (cnt - rec) / window, per_kernel);
   }
 }
 
+/// Part 6 (see the top): ns per launch of tiny kernels back to back, sampler on against paused.
+void launch_rate_beside_sampler(traceml::pm_sampler& sampler, traceml::gpu_clock& clock, int rounds) {
+  const auto block = [&](bool on) {  // ns per launch over 100 ms of launching
+    if (on) sampler.resume();
+    else sampler.pause();
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the decoder in its rhythm
+    cudaDeviceSynchronize();
+    const std::int64_t t0 = traceml::now_ns();
+    std::int64_t launches = 0, t = 0;
+    while ((t = traceml::now_ns() - t0) < 100000000) {
+      for (int i = 0; i < 64; ++i) clock.release(clock.stamp(nullptr));
+      launches += 64;
+    }
+    cudaDeviceSynchronize();
+    if (on) sampler.take();  // nobody places these samples
+    return static_cast<double>(t) / static_cast<double>(launches);
+  };
+  std::vector<double> ratios, on_ns, off_ns;
+  const auto passes0 = sampler.stats().decode_passes;
+  for (int r = 0; r < rounds; ++r) {
+    double on = 0, off = 0;
+    if (r % 2 == 0) {
+      on = block(true);
+      off = block(false);
+    } else {
+      off = block(false);
+      on = block(true);
+    }
+    on_ns.push_back(on);
+    off_ns.push_back(off);
+    ratios.push_back(on / off);
+  }
+  sampler.pause();
+  const auto ci = traceml_bench::median_interval(ratios);
+  std::sort(ratios.begin(), ratios.end());
+  const auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  std::printf("6. launch-bound thread beside the sampler (%d rounds of 100 ms blocks, %llu decode passes): %.3f us per "
+              "launch on, %.3f us paused (medians); on/paused %.4f (%+.2f%%) [%.4f, %.4f] (%.0f%%)\n",
+              rounds, static_cast<unsigned long long>(sampler.stats().decode_passes - passes0), med(on_ns) / 1e3,
+              med(off_ns) / 1e3, ratios[ratios.size() / 2], 100.0 * (ratios[ratios.size() / 2] - 1.0), ci.lo, ci.hi,
+              100.0 * ci.coverage);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int interval_us = 100, bursts = 6, tiny_kernels = 500;
+  int interval_us = 100, bursts = 6, tiny_kernels = 500, launch_rounds = 20;
   std::uint32_t max_samples = traceml::pm_sampler_options{}.max_samples;
   double burst_ms = 10;
   CLI::App app{"Feasibility of CUPTI PM sampling as a GPU time source (clock, rate, coexistence with CUPTI records)."};
@@ -155,6 +238,7 @@ int main(int argc, char** argv) {
   app.add_option("--burst-ms", burst_ms, "length of a burst and of a gap")->check(CLI::Range(0.1, 1000.0))->capture_default_str();
   app.add_option("--max-samples", max_samples, "samples one decode pass holds (counter-data image)")->check(CLI::Range(16, 1 << 20))->capture_default_str();
   app.add_option("--tiny-kernels", tiny_kernels, "tiny kernels per phase in part 5")->check(CLI::Range(10, 100000))->capture_default_str();
+  app.add_option("--launch-rounds", launch_rounds, "paired rounds of part 6")->check(CLI::Range(1, 10000))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // every line, even if the driver takes the process down
 
@@ -334,6 +418,7 @@ int main(int argc, char** argv) {
                     100.0 * p.counters->recorded_counter_busy_share, 100.0 * p.counters->recorded_kernel_busy_share);
   }
   engine_time_per_kernel(burn, clock, so, tiny_kernels);
+  launch_rate_beside_sampler(sampler, clock, launch_rounds);
   cudaFree(burn.buf);
   return 0;
 }

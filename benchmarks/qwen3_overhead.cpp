@@ -55,6 +55,7 @@
 #include <traceml/stats.hpp>
 #include <traceml/torch_adapter.hpp>
 
+#include "median_interval.hpp"
 #include "qwen3.hpp"
 
 namespace {
@@ -106,32 +107,7 @@ struct after_profiler : traceml::callback {
 double mean(const std::vector<double>& v) { return traceml::summarize(v).mean; }
 double median(const std::vector<double>& v) { return traceml::summarize(v).median; }
 
-/// Distribution-free confidence interval for a median: the k-th smallest and k-th largest of n
-/// values, k the largest index whose two-sided coverage stays >= 95% (else k = 1, the range).
-/// Returns {lo, hi, coverage}.
-struct interval {
-  double lo = 0, hi = 0, coverage = 0;
-};
-interval median_interval(std::vector<double> v) {
-  interval ci;
-  const std::size_t n = v.size();
-  if (n == 0) return ci;
-  std::sort(v.begin(), v.end());
-  // P(Binomial(n, 1/2) <= j), accumulated.
-  std::vector<double> cdf(n + 1);
-  double p = std::pow(0.5, static_cast<double>(n)), acc = 0;
-  for (std::size_t j = 0; j <= n; ++j) {
-    acc += p;
-    cdf[j] = acc;
-    p = p * static_cast<double>(n - j) / static_cast<double>(j + 1);
-  }
-  std::size_t k = 1;  // 1-based order statistic
-  while (k + 1 <= n / 2 && 1.0 - 2.0 * cdf[k] >= 0.95) ++k;  // coverage of [x_(k+1), x_(n-k)]
-  ci.lo = v[k - 1];
-  ci.hi = v[n - k];
-  ci.coverage = 1.0 - 2.0 * cdf[k - 1];
-  return ci;
-}
+using traceml_bench::median_interval;
 
 struct mode {
   std::string name;
