@@ -897,8 +897,8 @@ TEST_CASE("hardware counters give the activity chart: four shares per phase on a
     const auto m = html_report({traceml_test::mixed_run_as_counted()});
     CHECK(m.find("<th class=\"num\">records as counted</th>") != std::string::npos);
     CHECK(m.find(fwd_cells_as_counted) != std::string::npos);
-    CHECK(m.find("averaged over samples of 100 us (busy next to a short window leaks into it), each kernel begun 1.50 us "
-                 "earlier") != std::string::npos);
+    CHECK(m.find("averaged over samples of 100 us (busy next to a short window leaks into it), each operation begun "
+                 "1.50 us earlier") != std::string::npos);
     CHECK(doc.find("records as counted") == std::string::npos);  // not modelled: no column
   }
   SECTION("the phase table and the summary card carry the same shares") {

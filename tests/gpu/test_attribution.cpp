@@ -264,8 +264,9 @@ TEST_CASE("facts: sums - union - idle inside the GPU window - memcpy/memset - ev
   CHECK(r.total.idle_ns == 998 - 510);
 }
 
-TEST_CASE("records as counted: what the counters' own window measure makes of the step's records - each kernel "
-          "begun the launch time earlier - busy next to a short window leaks in", "[attribution][counters]") {
+TEST_CASE("records as counted: what the counters' own window measure makes of the step's records and markers - "
+          "each operation begun the engine's set-up time earlier - busy next to a short window leaks in",
+          "[attribution][counters]") {
   scenario s;
   s.span(phase_kind::step, "step", 0, -1, 0, 4000, 1, 3999);
   s.span(phase_kind::forward, "forward", 0, 0, 0, 1000, 2, 998);
@@ -275,7 +276,7 @@ TEST_CASE("records as counted: what the counters' own window measure makes of th
   s.kernel("first", 500, 600);
   s.kernel("back_to_back", 620, 700);  // its set-up hides behind "first"
   s.kernel("late", 900, 1000);         // forward's last kernel, up to the dataloader's begin
-  s.copy(gpu_activity::type::memcpy, 1020, 1040, 64);  // the dataloader's: a copy has no launch set-up
+  s.copy(gpu_activity::type::memcpy, 1020, 1040, 64);  // the dataloader's: a copy has its set-up too
   s.kernel("grad", 1100, 3000);        // backward, right after the dataloader
   // The next step, attributed in the same round: its first kernel leaks into step 0's last samples.
   s.span(phase_kind::step, "step", 1, -1, 4000, 6000, 4001, 5999);
@@ -290,10 +291,13 @@ TEST_CASE("records as counted: what the counters' own window measure makes of th
   opt.counted = records_as_counted{interval, launch};
   const auto r = attribute(s.in, opt).reports.at(0);
   // What the counters would read: samples of 160 ns on a grid of unknown phase, each as busy as the
-  // step's records with kernels begun 50 ns earlier, measured per window by the counters' own
-  // overlap-weighted mean (pm_samples.hpp), averaged over the 16 grid phases the model takes.
-  const std::vector<std::pair<std::int64_t, std::int64_t>> busy = {
-      {250, 310}, {450, 700}, {850, 1000}, {1020, 1040}, {1050, 3000}, {3955, 4100}};
+  // step's records and the boundary markers (1 ns memsets), each begun 50 ns earlier, measured per
+  // window by the counters' own overlap-weighted mean (pm_samples.hpp), averaged over the 16 grid
+  // phases the model takes.
+  std::vector<std::pair<std::int64_t, std::int64_t>> timeline = {
+      {250, 310}, {450, 700}, {850, 1000}, {970, 1040}, {1050, 3000}, {3955, 4100}};
+  for (const marker_time& m : s.in.markers) timeline.emplace_back(m.begin_ns - launch, m.end_ns);
+  const auto busy = detail::merge_intervals(timeline);
   const auto counters_read = [&](std::int64_t lo, std::int64_t hi) {
     double total = 0;
     for (int k = 0; k < 16; ++k) {

@@ -307,13 +307,13 @@ TEST_CASE("records as counted see across rounds: a step delivered alone reads it
   const auto together = one_round.add(both);
   REQUIRE(together.size() == 2);
 
-  // Apart: step 1's kernel arrives with step 0 (left over), step 0's kernel is gone before step 1.
+  // Apart: step 1's kernel and markers arrive with step 0 (left over for step 1: one buffer of
+  // CUPTI records held them all), step 0's kernel is gone before step 1.
   gpu_delivery first, second;
   first.steps = {step0};
-  first.markers = markers0;
+  first.markers = both.markers;
   first.records = {tail, next};
   second.steps = {step1};
-  second.markers = markers1;
   attribution_stage two_rounds;
   two_rounds.counter_view(view);
   auto apart = two_rounds.add(first);
@@ -332,7 +332,7 @@ TEST_CASE("records as counted see across rounds: a step delivered alone reads it
   // Step 0's last kernel leaks into the dataloader's first samples, delivered together or apart.
   CHECK(data_together.counted_busy_ns > 0);
   CHECK(data_apart.counted_busy_ns == data_together.counted_busy_ns);
-  // And step 1's first kernel into step 0's last samples, though it was only a leftover then.
+  // And step 1's first kernel and markers into step 0's last samples, though they waited for step 1.
   CHECK(phase_of(apart[0], "forward").counted_busy_ns == phase_of(together[0], "forward").counted_busy_ns);
   CHECK(apart[0].total.counted_busy_ns == together[0].total.counted_busy_ns);
   CHECK(apart[1].total.counted_busy_ns == together[1].total.counted_busy_ns);

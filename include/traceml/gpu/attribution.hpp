@@ -69,7 +69,10 @@ inline attribution_output attribute(const attribution_input& in, const attributi
   acc.counted = opt.counted;
   acc.counted.launch_engine_ns = std::max<std::int64_t>(0, acc.counted.launch_engine_ns);
   detail::open_phase_entries(in, windows, acc);
-  if (acc.counted.on()) acc.counted_busy = in.counted_context;
+  if (acc.counted.on()) {
+    acc.counted_busy = in.counted_context;
+    for (const marker_time& m : in.markers) acc.count(m);
+  }
   std::uint64_t orphan_kernels = 0;
   for (std::size_t r = 0; r < in.records.size(); ++r) {
     const gpu_record& rec = in.records[r];

@@ -55,16 +55,21 @@ struct round_acc {
   std::vector<std::int32_t> parent;         // per window: the phase window directly enclosing it, -1: none
   std::vector<std::vector<interval>> busy;  // per phase window: its own and its nested phases' records
   records_as_counted counted;               // attribution_options::counted
-  /// Every timed record of the round (assigned, left over or orphaned) and the previous round's tail,
-  /// kernels begun counted.launch_engine_ns earlier (when modelled): the counters see the whole GPU,
-  /// so a neighbouring step's work leaks into a window's edge samples too. Merged by finish_reports.
+  /// Every timed record of the round (assigned, left over or orphaned), its boundary markers and the
+  /// previous round's tail, each begun counted.launch_engine_ns earlier (when modelled): the counters
+  /// see the whole GPU, so a neighbouring step's work leaks into a window's edge samples too, and the
+  /// graphics engine's set-up of every operation (kernel, memset or copy alike). Merged by
+  /// finish_reports.
   std::vector<interval> counted_busy;
 
   /// One record into the as-counted timeline (when modelled).
   void count(const gpu_record& rec) {
-    if (!counted.on()) return;
-    const bool kernel = rec.what == gpu_activity::type::kernel;
-    counted_busy.emplace_back(kernel ? rec.begin_ns - counted.launch_engine_ns : rec.begin_ns, rec.end_ns);
+    if (counted.on()) counted_busy.emplace_back(rec.begin_ns - counted.launch_engine_ns, rec.end_ns);
+  }
+  /// A boundary marker (a tiny memset of ours, boundary_markers.hpp): no record holds it, but the
+  /// counters see it at every window's edge; counted as a memset record is.
+  void count(const marker_time& m) {
+    if (counted.on()) counted_busy.emplace_back(m.begin_ns - counted.launch_engine_ns, m.end_ns);
   }
 };
 

@@ -34,10 +34,10 @@ struct attribution_input {
 
 /// What it takes to see kernel records as hardware counters (pm_sampling_source.hpp) see the GPU: the
 /// counters average the whole GPU's engine activity over samples of `sample_interval_ns`, and count
-/// the engine's launch set-up of each kernel, which a kernel record does not span.
+/// the engine's set-up of each operation (kernel, memset or copy), which its record does not span.
 struct records_as_counted {
   std::int64_t sample_interval_ns = 0;  ///< 0: not modelled
-  std::int64_t launch_engine_ns = 0;    ///< measured by benchmarks/pm_sampling_probe (part 5)
+  std::int64_t launch_engine_ns = 0;    ///< per operation; measured by benchmarks/pm_sampling_probe (part 5)
   bool on() const noexcept { return sample_interval_ns > 0; }
 };
 

@@ -115,6 +115,9 @@ class attribution_stage {
     in.records.swap(records_);
     in.final_round = final;
     in.counted_context.swap(counted_tail_);
+    if (counted_.on())  // markers of later steps are on the GPU already: the counters see them too
+      for (const auto& m : markers_)
+        if (!used.count(m.first)) in.counted_context.emplace_back(m.second.begin_ns, m.second.end_ns);
     attribution_options ao;
     ao.keep_activities = keep_activities_;
     ao.counted = counted_;

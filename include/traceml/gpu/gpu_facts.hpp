@@ -36,8 +36,8 @@ struct gpu_facts {
   std::int64_t idle_ns = 0;        ///< window_ns - busy_ns: the window ran nothing of its own
   /// The records as hardware counters would count them inside this window
   /// (attribution_options::counted): every record of the step and of the steps attributed with it
-  /// (the counters see the whole GPU), each
-  /// kernel begun the engine's launch time earlier (back-to-back kernels hide it behind the previous
+  /// (the counters see the whole GPU) and their boundary markers, each
+  /// begun the engine's set-up time earlier (back-to-back operations hide it behind the previous
   /// one), averaged over samples of the counters' interval weighed by their overlap with the window
   /// (busy next to the window leaks in at its edges, as it does for the counters). Set beside the
   /// counters' busy share, it says whether the two sources agree. -1: not modelled.

@@ -198,7 +198,7 @@ inline void agreement_table(std::string& o, const std::vector<run_result>& runs,
   std::vector<std::string> head = {"phase"};
   if (several) head.emplace_back("run");
   for (const char* h : {"recorded steps", "counters", "kernel records"}) head.emplace_back(h);
-  // The counters see the whole GPU through samples, and count each kernel's launch set-up: shown when
+  // The counters see the whole GPU through samples, and count each operation's set-up: shown when
   // the run was given that set-up time (without it the column reads as the records do).
   const auto modelled = std::find_if(runs.begin(), runs.end(), [](const run_result& r) {
     return r.summary.counted_interval_us > 0 && r.summary.launch_engine_us > 0;
@@ -225,10 +225,10 @@ inline void agreement_table(std::string& o, const std::vector<run_result>& runs,
   if (!steps.empty()) o += "<tfoot>" + steps + "</tfoot>\n";
   o += "</table>\n";
   if (launch)
-    o += "<p class=\"muted\">records as counted: every kernel record of the step as the counters would count it "
-         "inside the phase: averaged over samples of " + fixed_text(modelled->summary.counted_interval_us, 0) +
-         " us (busy next to a short window leaks into it), each kernel begun " + fixed_text(modelled->summary.launch_engine_us, 2) +
-         " us earlier (the engine's launch set-up, which the counters count and a record does not).</p>\n";
+    o += "<p class=\"muted\">records as counted: every record of the step and its boundary markers as the counters "
+         "would count them inside the phase: averaged over samples of " + fixed_text(modelled->summary.counted_interval_us, 0) +
+         " us (busy next to a short window leaks into it), each operation begun " + fixed_text(modelled->summary.launch_engine_us, 2) +
+         " us earlier (the engine's set-up, which the counters count and a record does not).</p>\n";
 }
 
 /// One row of the GPU table: every figure per step, over the same recorded steps.
