@@ -225,6 +225,7 @@ inline kernel_summary read_kernel_summary(const object_reader& r) {
   k.kernels_per_step = r.number("kernels_per_step");
   k.kernels_per_microbatch = r.number("kernels_per_microbatch");
   k.mean_kernel_us = r.number("mean_kernel_us");
+  if (r.has("hidden_share")) k.hidden_share = r.number("hidden_share");  // written since schema 3 gained it
   r.each("top_kernels", [&](const object_reader& t) {
     k.top_kernels.push_back(kernel_figure{t.text("name"), t.count("launches"), t.number("launches_per_step"),
                                           t.number("ms_per_step"), t.number("mean_us")});

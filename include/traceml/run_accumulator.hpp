@@ -47,6 +47,8 @@ class kernel_accumulator {
     busy_total_ += static_cast<double>(f.busy_ns);
     idle_total_ += static_cast<double>(f.idle_ns);
     window_total_ += static_cast<double>(window);
+    own_total_ += static_cast<double>(f.own_ns);
+    hidden_total_ += static_cast<double>(f.hidden_ns);
     merge_kernels(kernels_, kernels);  // every name kept: a kernel 11th on every step can be 1st of the run
   }
 
@@ -66,6 +68,7 @@ class kernel_accumulator {
     k.kernels_per_step = launches_ / n;
     k.kernels_per_microbatch = entries_ > 0 ? launches_ / entries_ : 0;
     k.mean_kernel_us = launches_ > 0 ? kernel_total_ / launches_ / 1e3 : 0;
+    k.hidden_share = own_total_ > 0 ? std::clamp(hidden_total_ / own_total_, 0.0, 1.0) : 0;
     k.top_kernels = top_kernel_figures(kernels_, static_cast<std::size_t>(steps_));  // truncated only now, after every step was merged
     return k;
   }
@@ -74,6 +77,7 @@ class kernel_accumulator {
   std::uint64_t steps_ = 0;
   running_stats wall_, window_, kernel_, busy_, idle_;
   double launches_ = 0, entries_ = 0, kernel_total_ = 0, busy_total_ = 0, idle_total_ = 0, window_total_ = 0;
+  double own_total_ = 0, hidden_total_ = 0;
   std::vector<kernel_stat> kernels_;
 };
 

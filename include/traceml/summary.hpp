@@ -72,6 +72,10 @@ struct kernel_summary {
   double kernels_per_step = 0;     ///< launches / steps
   double kernels_per_microbatch = 0;  ///< launches / the phase's micro-batch occurrences (0: outside micro-batches)
   double mean_kernel_us = 0;       ///< kernel time / launches
+  /// Of the phase's own GPU time (the union of its records), the share during which other work of
+  /// the step ran beside it on another stream (gpu_facts::hidden_ns): for communication, how much of
+  /// it was hidden under compute (backward, with DDP-style overlap). 0 when everything ran on one stream.
+  double hidden_share = 0;
   std::vector<kernel_figure> top_kernels;  ///< merged over the steps first, then the longest top_kernel_count
 };
 

@@ -893,6 +893,13 @@ TEST_CASE("hardware counters give the activity chart: four shares per phase on a
     const auto table = doc.substr(doc.find("<table class=\"data agreement\">"));
     CHECK(table.substr(0, table.find("</table>")).find("eval") == std::string::npos);  // never on a recorded step
   }
+  SECTION("hidden share: a column only when some phase's work ran beside another's") {
+    const auto h = html_report({traceml_test::mixed_run_side_by_side()});
+    CHECK(h.find("<th class=\"num\">hidden share</th>") != std::string::npos);
+    CHECK(h.find("<td class=\"num\">40.0%</td></tr>") != std::string::npos);  // the optimizer: 0.2 of 0.5 ms
+    CHECK(h.find("hidden share: of the phase's own GPU time") != std::string::npos);
+    CHECK(doc.find("hidden share") == std::string::npos);
+  }
   SECTION("records as counted: a column over the same step, and how they were seen") {
     const auto m = html_report({traceml_test::mixed_run_as_counted()});
     CHECK(m.find("<th class=\"num\">records as counted</th>") != std::string::npos);

@@ -313,6 +313,28 @@ TEST_CASE("the JSON summary's hardware counters rest on the sampled steps, with 
   }
 }
 
+TEST_CASE("work side by side: each phase's hidden share over the recorded step, in the JSON and as a table "
+          "column only when some phase has it", "[sinks][json][table]") {
+  const auto run = traceml_test::mixed_run_side_by_side();
+  const json s = json::parse(json_summary({run}))["runs"][0]["summary"];
+  CHECK(phase_named(s, "optimizer")["kernels"]["hidden_share"].get<double>() == Approx(0.4));  // 0.2 / 0.5
+  CHECK(phase_named(s, "backward")["kernels"]["hidden_share"].get<double>() == Approx(0.4 / 12));
+  CHECK(phase_named(s, "forward")["kernels"]["hidden_share"].get<double>() == 0);
+  const json plain = json::parse(json_summary({traceml_test::mixed_run()}))["runs"][0]["summary"];
+  CHECK(phase_named(plain, "optimizer")["kernels"]["hidden_share"].get<double>() == 0);
+
+  const std::string table = format_table(run);
+  CHECK(table.find("kernels/step  hidden %") != std::string::npos);
+  const auto main_table = table.substr(0, table.find("\nhardware counters "));
+  const auto opt = table_row(main_table, "optimizer");
+  CHECK(opt.back() == "40.0");
+  CHECK(table_row(main_table, "backward").back() == "3.3");
+  CHECK(table_row(main_table, "eval").back() == "-");  // never on the recorded step
+  CHECK(table_row(main_table, "step").back() == "-");
+  CHECK(table.find("hidden %: of a phase's own GPU time, the share other work ran beside it") != std::string::npos);
+  CHECK(format_table(traceml_test::mixed_run()).find("hidden") == std::string::npos);  // one stream: no column
+}
+
 TEST_CASE("the JSON summary's records as counted: beside the counters, over the same recorded steps, with how "
           "they were seen", "[sinks][json]") {
   const json plain = json::parse(json_summary({traceml_test::mixed_run()}))["runs"][0]["summary"];

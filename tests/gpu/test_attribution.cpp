@@ -334,6 +334,38 @@ TEST_CASE("records as counted: what the counters' own window measure makes of th
   CHECK(static_cast<double>(bwd.counted_busy_ns) == Approx(1900).margin(60));
 }
 
+TEST_CASE("work side by side on two streams: each phase's own time and the part of it hidden under the "
+          "other's (communication under backward)", "[attribution][overlap]") {
+  constexpr std::uint32_t comm_stream = 9;
+  scenario s;
+  s.span(phase_kind::step, "step", 0, -1, 0, 2000, 1, 1999);
+  s.span(phase_kind::backward, "backward", 0, 0, 100, 1000, 100, 1000);
+  // All-reduce launched from another thread on its own stream while backward still runs.
+  s.span(phase_kind::communication, "communication", 0, 0, 500, 1200, 500, 1200, comm_stream, 0, /*thread=*/1);
+  s.kernel("grad_a", 200, 450);
+  s.kernel("grad_b", 500, 800);
+  s.kernel("allreduce", 600, 1100, comm_stream);  // 200 ns of it under grad_b, the rest alone
+  const auto r = attribute(s.in).reports.at(0);
+  const auto& bwd = find_phase(r, "backward", 0)->facts;
+  const auto& comm = find_phase(r, "communication", 0)->facts;
+  CHECK(comm.kernel_count == 1);
+  CHECK(comm.own_ns == 500);
+  CHECK(comm.hidden_ns == 200);
+  CHECK(bwd.own_ns == 250 + 300);
+  CHECK(bwd.hidden_ns == 200);  // the same overlap, seen from backward
+
+  scenario one;  // the same work on one stream: nothing runs beside anything
+  one.span(phase_kind::step, "step", 0, -1, 0, 2000, 1, 1999);
+  one.span(phase_kind::backward, "backward", 0, 0, 100, 1000, 100, 1000);
+  one.span(phase_kind::communication, "communication", 0, 0, 1000, 1600, 1000, 1600);
+  one.kernel("grad", 200, 800);
+  one.kernel("allreduce", 1100, 1500);
+  const auto q = attribute(one.in).reports.at(0);
+  CHECK(find_phase(q, "communication", 0)->facts.own_ns == 400);
+  CHECK(find_phase(q, "communication", 0)->facts.hidden_ns == 0);
+  CHECK(find_phase(q, "backward", 0)->facts.hidden_ns == 0);
+}
+
 TEST_CASE("nested phases: a kernel belongs to the innermost one only", "[attribution]") {
   scenario s;
   s.span(phase_kind::step, "step", 0, -1, 0, 1000, 1, 999);

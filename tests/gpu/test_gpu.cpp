@@ -297,6 +297,56 @@ CATCH_TEST_CASE("side streams and CUDA-graph replays are attributed", "[gpu][str
   }
 }
 
+CATCH_TEST_CASE("communication on its own stream beside backward: the part of it hidden under backward",
+                "[gpu][streams][overlap]") {
+  auto o = torch::TensorOptions().device(torch::kCUDA);
+  auto a = torch::randn({4096, 4096}, o), b = torch::randn({4096, 4096}, o);
+  auto grads = torch::zeros({1 << 24}, o), late = torch::zeros({1 << 24}, o);
+  auto side = c10::cuda::getStreamFromPool();
+  lt::synchronize();
+  auto r = run_profiled(make_cupti(), 5, [&](int) {
+    TRACEML_STEP();
+    std::thread comm;
+    {
+      TRACEML_PHASE(backward);
+      for (int i = 0; i < 30; ++i) a = torch::mm(a, b).div_(64.0);  // milliseconds of queued work
+      // The all-reduce's stand-in: another thread, its own stream, launched while backward runs.
+      comm = std::thread([&] {
+        c10::cuda::CUDAStreamGuard g(side);
+        TRACEML_PHASE(communication);
+        for (int i = 0; i < 10; ++i) grads.add_(1.0);
+      });
+      comm.join();
+    }
+    lt::synchronize();  // then the same kind of work alone: nothing beside it
+    {
+      c10::cuda::CUDAStreamGuard g(side);
+      TRACEML_PHASE_NAMED("alone");
+      for (int i = 0; i < 10; ++i) late.add_(1.0);
+    }
+    lt::synchronize();
+  });
+  const traceml::kernel_summary* comm = nullptr;
+  const traceml::kernel_summary* bwd = nullptr;
+  const traceml::kernel_summary* alone = nullptr;
+  for (const auto& p : r.summary.phases) {
+    if (!p.kernels) continue;
+    if (p.name == "communication") comm = &*p.kernels;
+    if (p.name == "backward") bwd = &*p.kernels;
+    if (p.name == "alone") alone = &*p.kernels;
+  }
+  CATCH_REQUIRE(comm);
+  CATCH_REQUIRE(bwd);
+  CATCH_REQUIRE(alone);
+  std::printf("[overlap] communication hidden %.1f%%, backward beside other work %.1f%%, alone %.1f%% (%zu steps)\n",
+              100 * comm->hidden_share, 100 * bwd->hidden_share, 100 * alone->hidden_share, comm->steps);
+  CATCH_CHECK(comm->kernels_per_step == Approx(10));
+  CATCH_CHECK(comm->hidden_share > 0.5);  // launched at the start of 30 queued matmuls: under them
+  CATCH_CHECK(bwd->hidden_share > 0);
+  CATCH_CHECK(bwd->hidden_share < comm->hidden_share);  // the matmuls ran mostly alone
+  CATCH_CHECK(alone->hidden_share == 0);
+}
+
 CATCH_TEST_CASE("a LibTorch transformer training loop: >= 99.9% of kernels attributed", "[gpu][coverage]") {
   standin::config cfg;
   cfg.layers = 4;

@@ -68,10 +68,17 @@ TEST_CASE("a summary read back writes the same text", "[reader]") {
   long_run.name = "long";
   long_run.steps.clear();  // a run longer than keep_steps: summary only, "steps_included": false
   const std::vector<run_result> runs = {traceml_test::mixed_run(), cpu_run(), long_run,
-                                        traceml_test::mixed_run_as_counted()};
+                                        traceml_test::mixed_run_as_counted(), traceml_test::mixed_run_side_by_side()};
   const std::string written = json_summary(runs);
   const auto read = parse_summary(written);
-  REQUIRE(read.runs.size() == 4);
+  REQUIRE(read.runs.size() == 5);
+  const auto optimizer_of = [](const run_result& r) {
+    for (const auto& p : r.summary.phases)
+      if (p.name == "optimizer") return p.kernels->hidden_share;
+    return -1.0;
+  };
+  CHECK(optimizer_of(read.runs[4]) == Approx(0.4));
+  CHECK(optimizer_of(read.runs[0]) == 0);
   CHECK(read.runs[3].summary.counted_interval_us == Approx(100));
   CHECK(read.runs[3].summary.launch_engine_us == Approx(1.5));
   CHECK(read.runs[3].summary.step_counters->recorded_counted_share == Approx(21.5 / 31.5));

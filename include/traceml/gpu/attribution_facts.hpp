@@ -36,6 +36,7 @@ struct phase_entry_acc {
   phase_gpu_facts facts;
   std::unordered_map<const char*, std::size_t> kernel_index;  // by interned name; merged by text at the end
   std::vector<kernel_stat> kernels;
+  std::vector<interval> own;  // its innermost records (gpu_facts::own_ns, hidden_ns)
   bool span_known = true;
 };
 
@@ -43,6 +44,9 @@ struct step_acc {
   step_gpu_report report;
   interval window;               // the step's measured window
   std::vector<interval> busy;    // every record of the step
+  std::vector<std::int32_t> busy_entry;  // per record in busy: its phase entry, -1: unattributed
+  std::uint32_t first_stream = 0;
+  bool streams = false;          // records on more than one stream: work may run side by side
   std::vector<phase_entry_acc> phases;
   std::unordered_map<phase_key, std::size_t, phase_key_hash> phase_index;
 };
@@ -181,12 +185,16 @@ inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& 
                        const std::vector<marked_span>& spans, bool keep_activities) {
   step_acc& s = acc.steps[acc.step_slot.at(ws[static_cast<std::size_t>(a.step_window)].step)];
   add_to(s.report.total, rec);
-  s.busy.emplace_back(rec.begin_ns, rec.end_ns);
   const bool kernel = rec.what == gpu_activity::type::kernel;
   const std::int32_t entry = a.phase_window >= 0 ? acc.entry[static_cast<std::size_t>(a.phase_window)] : -1;
+  if (s.busy.empty()) s.first_stream = rec.stream;
+  s.streams = s.streams || rec.stream != s.first_stream;
+  s.busy.emplace_back(rec.begin_ns, rec.end_ns);
+  s.busy_entry.push_back(entry);
   if (entry >= 0) {
     phase_entry_acc& pa = s.phases[static_cast<std::size_t>(entry)];
     add_to(pa.facts.facts, rec);
+    pa.own.emplace_back(rec.begin_ns, rec.end_ns);
     if (kernel) add_kernel(pa, rec);
     for (std::int32_t w = a.phase_window; w >= 0; w = acc.parent[static_cast<std::size_t>(w)])
       acc.busy[static_cast<std::size_t>(w)].emplace_back(rec.begin_ns, rec.end_ns);
@@ -212,6 +220,23 @@ inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& 
   s.report.activities.push_back(act);
 }
 
+/// Each entry's own time (the union of its records) and the part of it during which other work of
+/// the step ran beside it: |own and others| = |own| + |others| - |all|. One merge per entry, and
+/// only when the step's records ran on more than one stream (on one, nothing runs side by side).
+inline void own_and_hidden(step_acc& s) {
+  const std::int64_t all = s.streams ? union_length(s.busy) : 0;
+  for (std::size_t e = 0; e < s.phases.size(); ++e) {
+    gpu_facts& f = s.phases[e].facts.facts;
+    f.own_ns = union_length(std::move(s.phases[e].own));
+    if (!s.streams || f.own_ns == 0) continue;
+    std::vector<interval> others;
+    others.reserve(s.busy.size());
+    for (std::size_t r = 0; r < s.busy.size(); ++r)
+      if (s.busy_entry[r] != static_cast<std::int32_t>(e)) others.push_back(s.busy[r]);
+    f.hidden_ns = std::clamp<std::int64_t>(f.own_ns + union_length(std::move(others)) - all, 0, f.own_ns);
+  }
+}
+
 /// Stage 5: busy time per window (clipped to it, summed per entry), idle = window - busy, every
 /// kernel name merged and sorted (not truncated), activities in time order.
 inline std::vector<step_gpu_report> finish_reports(round_acc& acc, const std::vector<window>& ws) {
@@ -232,6 +257,7 @@ inline std::vector<step_gpu_report> finish_reports(round_acc& acc, const std::ve
   std::vector<step_gpu_report> reports;
   reports.reserve(acc.steps.size());
   for (step_acc& s : acc.steps) {
+    own_and_hidden(s);
     gpu_facts& total = s.report.total;
     total.busy_ns = union_length(std::move(s.busy), s.window.first, s.window.second);
     if (acc.counted.on()) total.counted_busy_ns = counted_in(s.window);

@@ -45,6 +45,12 @@ struct gpu_facts {
   /// GPU time between the window's boundaries as its stream saw them (CUDA events on every step,
   /// or the boundary markers of a recorded step); -1 when not measured.
   std::int64_t span_ns = -1;
+  /// The union of the window's own records (its innermost ones, not clipped to the window), and of
+  /// that the part during which other work of the step ran on the GPU beside it (another phase's or
+  /// an unattributed record, on another stream): communication hidden under backward, a copy under
+  /// compute. 0 and 0 on a step whose records all ran on one stream.
+  std::int64_t own_ns = 0;
+  std::int64_t hidden_ns = 0;
   /// Hardware-counter samples over the window between the boundaries (any step where a PM-sampling
   /// source ran, recorded or not): engine busy, SM, tensor and DRAM activity. Not measured when
   /// counters.covered_ns == 0.
@@ -55,6 +61,7 @@ struct gpu_facts {
     memcpy_ns += o.memcpy_ns; memcpy_bytes += o.memcpy_bytes;
     memset_ns += o.memset_ns; memset_bytes += o.memset_bytes;
     busy_ns += o.busy_ns; idle_ns += o.idle_ns;
+    own_ns += o.own_ns; hidden_ns += o.hidden_ns;
     if (o.counted_busy_ns >= 0) counted_busy_ns = (counted_busy_ns < 0 ? 0 : counted_busy_ns) + o.counted_busy_ns;
     if (o.window_ns >= 0) window_ns = (window_ns < 0 ? 0 : window_ns) + o.window_ns;
     if (o.span_ns >= 0) span_ns = (span_ns < 0 ? 0 : span_ns) + o.span_ns;

@@ -231,12 +231,15 @@ inline void agreement_table(std::string& o, const std::vector<run_result>& runs,
          " us earlier (the engine's set-up, which the counters count and a record does not).</p>\n";
 }
 
-/// One row of the GPU table: every figure per step, over the same recorded steps.
-inline void kernel_row(std::string& o, const std::string& name_html, const kernel_summary& k) {
+/// One row of the GPU table: every figure per step, over the same recorded steps (the hidden share
+/// only when some phase's work ran beside another's: `hidden`).
+inline void kernel_row(std::string& o, const std::string& name_html, const kernel_summary& k, bool hidden, bool step) {
   o += "<tr><td>" + name_html + "</td>" + num_cell(ms(k.wall_ms.mean)) + num_cell(ms(k.window_ms.mean)) +
        num_cell(ms(k.kernel_ms.mean)) + num_cell(ms(k.busy_ms.mean)) + num_cell(ms(k.idle_ms.mean)) +
        num_cell(k.window_ms.mean > 0 ? pct(k.busy_share) : "&ndash;") + num_cell(count_text(k.kernels_per_step)) +
-       num_cell(k.kernels_per_microbatch > 0 ? count_text(k.kernels_per_microbatch) : "&ndash;") + "</tr>\n";
+       num_cell(k.kernels_per_microbatch > 0 ? count_text(k.kernels_per_microbatch) : "&ndash;");
+  if (hidden) o += num_cell(step ? "&ndash;" : pct(k.hidden_share));
+  o += "</tr>\n";
 }
 
 /// GPU facts per phase (and the whole step), then each phase's top kernels; all per recorded step.
@@ -245,18 +248,26 @@ inline void gpu_tables(std::string& o, const run_result& r) {
   const std::string over = recorded_steps_note(s);
   o += "<table class=\"data gpu\">\n<caption>Mean per step " + over +
        ": the phase's wall time and GPU window on those steps; busy + idle = the GPU window</caption>\n";
-  header_row(o, {"phase", "wall ms", "GPU window ms", "kernel ms", "busy ms", "idle ms", "busy share", "kernels/step",
-                 "kernels/micro-batch"});
+  const bool hidden = std::any_of(s.phases.begin(), s.phases.end(), [](const phase_summary& p) {
+    return has_gpu_facts(p) && p.kernels->hidden_share > 0;
+  });
+  std::vector<std::string> header = {"phase",    "wall ms",      "GPU window ms", "kernel ms",          "busy ms",
+                                     "idle ms", "busy share", "kernels/step",  "kernels/micro-batch"};
+  if (hidden) header.push_back("hidden share");
+  header_row(o, header);
   o += "<tbody>\n";
   for (const auto& p : s.phases)
-    if (has_gpu_facts(p)) kernel_row(o, escape(p.name), *p.kernels);
+    if (has_gpu_facts(p)) kernel_row(o, escape(p.name), *p.kernels, hidden, false);
   o += "</tbody>\n";
   if (s.step_kernels) {
     o += "<tfoot>";
-    kernel_row(o, "step", *s.step_kernels);
+    kernel_row(o, "step", *s.step_kernels, hidden, true);
     o += "</tfoot>\n";
   }
   o += "</table>\n";
+  if (hidden)
+    o += "<p class=\"muted\">hidden share: of the phase's own GPU time (the union of its records), the share during "
+         "which other work of the step ran beside it on another stream (communication hidden under backward).</p>\n";
   for (const auto& p : s.phases) {
     if (!has_gpu_facts(p) || p.kernels->top_kernels.empty()) continue;
     o += "<h4>Top kernels in " + escape(p.name) + "</h4>\n<table class=\"data kernels\">\n<caption>Per step " + over +

@@ -89,7 +89,7 @@ inline void write_kernel_summary(json_writer& w, const kernel_summary& k) {
   }
   w.member("busy_share", k.busy_share).member("idle_share", k.idle_share);
   w.member("kernels_per_step", k.kernels_per_step).member("kernels_per_microbatch", k.kernels_per_microbatch);
-  w.member("mean_kernel_us", k.mean_kernel_us);
+  w.member("mean_kernel_us", k.mean_kernel_us).member("hidden_share", k.hidden_share);
   w.key("top_kernels").begin_array();
   for (const auto& f : k.top_kernels) {
     w.begin_object().member("name", f.name).member("launches", f.launches);

@@ -17,10 +17,11 @@ inline std::string pad(std::string s, std::size_t width, bool left = false) {
 }
 
 /// Which GPU columns the table has: "gpu ms" when GPU time was measured on any step, the kernel
-/// columns when any step was recorded.
+/// columns when any step was recorded, "hidden %" when some phase's work ran beside another's.
 struct table_columns {
   bool gpu_ms = false;
   bool kernels = false;
+  bool hidden = false;
 
   explicit table_columns(const run_summary& s) {
     gpu_ms = s.step_gpu_ms.has_value();
@@ -28,6 +29,7 @@ struct table_columns {
     for (const auto& p : s.phases) {
       gpu_ms = gpu_ms || p.gpu_ms.has_value();
       kernels = kernels || p.kernels.has_value();
+      hidden = hidden || (p.kernels && p.kernels->hidden_share > 0);
     }
   }
 };
@@ -39,15 +41,18 @@ inline std::string wall_cells(const summary_stats& w, double share) {
          pad(fixed_text(w.stddev, 3), 10) + pad(fixed_text(share * 100, 1) + "%", 8);
 }
 
-/// The GPU cells of one row ("-" where this row was not measured, so later columns stay aligned).
+/// The GPU cells of one row ("-" where this row was not measured, so later columns stay aligned; the
+/// step's hidden cell too: work beside work is a phase's figure).
 inline std::string gpu_cells(const table_columns& c, const std::optional<summary_stats>& gpu_ms,
-                             const std::optional<kernel_summary>& k) {
+                             const std::optional<kernel_summary>& k, bool step = false) {
   std::string out;
   if (c.gpu_ms) out += pad(gpu_ms ? fixed_text(gpu_ms->mean, 3) : "-", 11);
   if (!c.kernels) return out;
-  if (!k) return out + pad("-", 11) + pad("-", 8) + pad("-", 8) + pad("-", 14);
-  return out + pad(fixed_text(k->kernel_ms.mean, 3), 11) + pad(fixed_text(k->busy_share * 100, 1), 8) +
+  if (!k) return out + pad("-", 11) + pad("-", 8) + pad("-", 8) + pad("-", 14) + (c.hidden ? pad("-", 10) : "");
+  out += pad(fixed_text(k->kernel_ms.mean, 3), 11) + pad(fixed_text(k->busy_share * 100, 1), 8) +
          pad(fixed_text(k->idle_share * 100, 1), 8) + pad(count_text(k->kernels_per_step), 14);
+  if (!c.hidden) return out;
+  return out + pad(step ? "-" : fixed_text(k->hidden_share * 100, 1), 10);
 }
 
 /// The phase column of a row: nested phases indented and marked.
@@ -125,8 +130,9 @@ inline std::string table_footer(const run_summary& s, const table_columns& c) {
   std::string out = "wall: " + steps_of(measured, 0);
   if (c.gpu_ms) out += std::string("; gpu ms: ") + steps_of(gpu_time_steps(s), measured) + " (" + gpu_time_source(s) + ")";
   if (c.kernels)
-    out += "; kernel ms, busy/idle % of the GPU window, kernels/step: " + steps_of(kernel_steps(s), measured) +
-           " (recorded, CUPTI)";
+    out += std::string("; kernel ms, busy/idle % of the GPU window, kernels/step") + (c.hidden ? ", hidden %" : "") +
+           ": " + steps_of(kernel_steps(s), measured) + " (recorded, CUPTI)";
+  if (c.hidden) out += "; hidden %: of a phase's own GPU time, the share other work ran beside it (another stream)";
   const std::string cost = recording_cost_note(s.recording);
   if (!cost.empty()) out += "; " + cost;
   return out + "\n";
@@ -152,6 +158,7 @@ inline std::string format_table(const run_result& run) {
                        pad("p90", 11) + pad("min", 11) + pad("max", 11) + pad("std", 10) + pad("share", 8);
   if (cols.gpu_ms) header += pad("gpu ms", 11);
   if (cols.kernels) header += pad("kernel ms", 11) + pad("busy %", 8) + pad("idle %", 8) + pad("kernels/step", 14);
+  if (cols.hidden) header += pad("hidden %", 10);
   const std::string rule(header.size(), '-');
   out += header + "\n" + rule + "\n";
   for (const auto& p : s.phases)
@@ -160,7 +167,7 @@ inline std::string format_table(const run_result& run) {
   out += pad("(residual)", 22, true) +
          detail::wall_cells(s.residual_ms, s.step_ms.mean > 0 ? s.residual_ms.mean / s.step_ms.mean : 0) + "\n";
   out += rule + "\n";
-  out += pad("step", 22, true) + detail::wall_cells(s.step_ms, 1) + detail::gpu_cells(cols, s.step_gpu_ms, s.step_kernels) +
+  out += pad("step", 22, true) + detail::wall_cells(s.step_ms, 1) + detail::gpu_cells(cols, s.step_gpu_ms, s.step_kernels, true) +
          "\n";
   if (cols.gpu_ms || cols.kernels) out += detail::table_footer(s, cols);
   if (detail::counter_steps(s) > 0) out += "\n" + detail::counter_block(s);
