@@ -13,6 +13,8 @@ TEST_CASE("demangle leaves plain names alone and demangles Itanium names", "[ker
         "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn");
   CHECK(demangle("_Z3fooi") == "foo(int)");
   CHECK(demangle("_Znot_a_name") == "_Znot_a_name");  // invalid: returned unchanged
+  CHECK(demangle("__nv_static_7__abc__Z3fooi") == "foo(int)");
+  CHECK(demangle("__nv_static_7__abc__Znot") == "__nv_static_7__abc__Znot");  // nothing valid after the prefix
   CHECK(demangle(nullptr).empty());
 }
 
@@ -33,6 +35,10 @@ TEST_CASE("shorten_kernel_name follows the documented rule", "[kernel_name]") {
        "cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_128x2_tn_align8>"},
       // Non-template function: parameters dropped, no return type to drop.
       {"_Z3fooi", "foo"},
+      // nvcc's prefix for a kernel of internal linkage (NCCL's one-rank reduction) goes with the mangling.
+      {"__nv_static_32__b4148644_10_onerank_cu_fdf47990__ZN43_GLOBAL__N__b4148644_10_onerank_cu_fdf4799013oneRankReduceI13"
+       "FuncPreMulSumIfEEEvPvS3_mmb",
+       "oneRankReduce<...>"},
       // extern "C" names (cuBLAS, flash attention builds) stay exactly as they are.
       {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"},
   }));

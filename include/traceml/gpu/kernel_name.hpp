@@ -3,7 +3,8 @@
 // tables want `at::native::vectorized_elementwise_kernel<4,...>`.
 //
 // The rule (shorten_kernel_name):
-//   1. Demangle Itanium names (those starting with "_Z"); other names (extern "C" kernels, cuBLAS's
+//   1. Demangle Itanium names (those starting with "_Z", or with nvcc's `__nv_static_...__` prefix
+//      for kernels of internal linkage); other names (extern "C" kernels, cuBLAS's
 //      `sm90_xmma_gemm_...`) are kept as they are.
 //   2. Drop the parameter list `(...)` at the end and the return type in front (`void `).
 //   3. Drop `(anonymous namespace)::` qualifiers.
@@ -34,10 +35,18 @@
 TRACEML_BEGIN_NAMESPACE
 
 /// The demangled form of an Itanium-mangled name, or the name itself when it is not mangled (or
-/// the platform has no demangler). Slow path: allocates.
+/// the platform has no demangler). nvcc names kernels of internal linkage (in an anonymous
+/// namespace, or static) `__nv_static_<n>__<file id>__Z...`: the mangled name after that prefix is
+/// demangled. Slow path: allocates.
 inline std::string demangle(const char* name) {
   if (!name) return std::string();
 #if TRACEML_HAS_CXXABI
+  if (std::strncmp(name, "__nv_static_", 12) == 0) {
+    if (const char* mangled = std::strstr(name + 12, "__Z")) {
+      const std::string inner = demangle(mangled + 1);
+      if (inner != mangled + 1) return inner;
+    }
+  }
   if (name[0] == '_' && name[1] == 'Z') {
     int status = 0;
     char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
@@ -91,7 +100,7 @@ inline void erase_all(std::string& s, const char* what) {
 inline std::string shorten_kernel_name(const char* raw) {
   std::string s = demangle(raw);
   if (s.empty()) return "<unnamed>";
-  const bool was_demangled = raw && raw[0] == '_' && raw[1] == 'Z' && s != raw;
+  const bool was_demangled = raw && s != raw && ((raw[0] == '_' && raw[1] == 'Z') || std::strncmp(raw, "__nv_static_", 12) == 0);
   if (!was_demangled) return s.size() > 160 ? s.substr(0, 157) + "..." : s;
 
   // 2a. Parameter list: the trailing "(...)" at depth 0, possibly followed by qualifiers.
