@@ -173,26 +173,34 @@ inline traceml::run_result mixed_run(const mixed_run_shape& shape = {}, std::siz
   return r;
 }
 
+/// mixed_run with `edit(phase facts, phase name)` applied to every phase of its recorded step, and
+/// `edit_total(step facts)` to the step's, then summarized again (the variants below).
+template <class Edit, class EditTotal>
+traceml::run_result mixed_run_edited(Edit edit, EditTotal edit_total) {
+  traceml::run_result r = mixed_run();
+  for (auto& st : r.steps) {
+    auto& g = *st.gpu;
+    if (!g.kernels_measured) continue;
+    for (auto& p : g.phases) edit(p.facts, std::string(p.name));
+    edit_total(g.total);
+  }
+  const std::string status = r.summary.gpu_status;
+  r.summary = traceml::summarize_run(r.steps, 2);
+  r.summary.gpu_status = status;
+  return r;
+}
+
 /// mixed_run with its recorded step's records as the counters would count them
 /// (gpu_facts::counted_busy_ns): each forward micro-batch 3.4 ms (records 3), each backward 6.2
 /// (records 6), the optimizer 0.9 (0.5), the dataloader 0.1 (0), the step 21.5 (18.5), seen through
 /// 100 us samples and 1.5 us per launch. Hand-computed shares over the one recorded step: forward
 /// 6.8 / 11, backward 12.4 / 17, optimizer 0.9 / 2.5, step 21.5 / 31.5.
 inline traceml::run_result mixed_run_as_counted() {
-  traceml::run_result r = mixed_run();
-  for (auto& st : r.steps) {
-    auto& g = *st.gpu;
-    if (!g.kernels_measured) continue;
-    for (auto& p : g.phases) {
-      const std::string name = p.name;
-      p.facts.counted_busy_ns = detail_mixed::ns(name == "forward" ? 3.4 : name == "backward" ? 6.2
-                                                 : name == "optimizer" ? 0.9 : 0.1);
-    }
-    g.total.counted_busy_ns = detail_mixed::ns(21.5);
-  }
-  const std::string status = r.summary.gpu_status;
-  r.summary = traceml::summarize_run(r.steps, 2);
-  r.summary.gpu_status = status;
+  traceml::run_result r = mixed_run_edited(
+      [](traceml::gpu_facts& f, const std::string& name) {
+        f.counted_busy_ns = detail_mixed::ns(name == "forward" ? 3.4 : name == "backward" ? 6.2 : name == "optimizer" ? 0.9 : 0.1);
+      },
+      [](traceml::gpu_facts& total) { total.counted_busy_ns = detail_mixed::ns(21.5); });
   r.summary.counted_interval_us = 100;
   r.summary.launch_engine_us = 1.5;
   return r;
@@ -203,20 +211,12 @@ inline traceml::run_result mixed_run_as_counted() {
 /// with 0.2 ms beside other work (a side stream). Hand-computed hidden shares over the one recorded
 /// step: backward 0.4 / 12 = 1/30, optimizer 0.2 / 0.5 = 0.4, forward 0 (own 3 per micro-batch).
 inline traceml::run_result mixed_run_side_by_side() {
-  traceml::run_result r = mixed_run();
-  for (auto& st : r.steps) {
-    auto& g = *st.gpu;
-    if (!g.kernels_measured) continue;
-    for (auto& p : g.phases) {
-      p.facts.own_ns = p.facts.busy_ns;
-      const std::string name = p.name;
-      if (name == "backward" || name == "optimizer") p.facts.hidden_ns = detail_mixed::ns(0.2);
-    }
-  }
-  const std::string status = r.summary.gpu_status;
-  r.summary = traceml::summarize_run(r.steps, 2);
-  r.summary.gpu_status = status;
-  return r;
+  return mixed_run_edited(
+      [](traceml::gpu_facts& f, const std::string& name) {
+        f.own_ns = f.busy_ns;
+        if (name == "backward" || name == "optimizer") f.hidden_ns = detail_mixed::ns(0.2);
+      },
+      [](traceml::gpu_facts&) {});
 }
 
 }  // namespace traceml_test

@@ -275,22 +275,17 @@ TEST_CASE("records as counted see across rounds: a step delivered alone reads it
           "its neighbours", "[stage][counters]") {
   // Step 0: forward (markers 2-3) whose last kernel ends just before the step does. Step 1: a short
   // dataloader window with no work of its own, then a kernel of step 1 right after it.
-  const auto step0 = [] {
+  const auto recorded_step = [](std::int32_t step, std::vector<timed_span> spans) {
     step_activity s;
-    s.step = 0;
+    s.step = step;
     s.recorded = true;
-    s.spans = {timed(span(phase_kind::step, "step", 0, 0, 1000), -1, 1, 4),
-               timed(span(phase_kind::forward, "forward", 0, 10, 990), -1, 2, 3)};
+    s.spans = std::move(spans);
     return s;
-  }();
-  const auto step1 = [] {
-    step_activity s;
-    s.step = 1;
-    s.recorded = true;
-    s.spans = {timed(span(phase_kind::step, "step", 1, 1000, 2000), -1, 5, 8),
-               timed(span(phase_kind::dataloader, "dataloader", 1, 1003, 1062), -1, 6, 7)};
-    return s;
-  }();
+  };
+  const auto step0 = recorded_step(0, {timed(span(phase_kind::step, "step", 0, 0, 1000), -1, 1, 4),
+                                       timed(span(phase_kind::forward, "forward", 0, 10, 990), -1, 2, 3)});
+  const auto step1 = recorded_step(1, {timed(span(phase_kind::step, "step", 1, 1000, 2000), -1, 5, 8),
+                                       timed(span(phase_kind::dataloader, "dataloader", 1, 1003, 1062), -1, 6, 7)});
   const std::vector<marker_time> markers0 = {marker(1, 10, 12), marker(2, 20, 22), marker(3, 980, 982), marker(4, 990, 992)};
   const std::vector<marker_time> markers1 = {marker(5, 1000, 1002), marker(6, 1003, 1005), marker(7, 1060, 1062),
                                              marker(8, 1990, 1992)};

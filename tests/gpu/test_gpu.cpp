@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu_test_main.hpp"
 #include "standin_model.hpp"
 #include "traceml/gpu/cupti_source.hpp"
 #include "traceml/gpu/pm_sampling_source.hpp"
@@ -743,17 +744,4 @@ CATCH_TEST_CASE("one CUPTI source at a time - shut down cleanly and start again"
   CATCH_CHECK(again.ok());
 }
 
-int main(int argc, char** argv) {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 77;
-  }
-  if (!torch::cuda::is_available()) {
-    std::printf("SKIPPED: no CUDA device visible to LibTorch\n");
-    return 77;
-  }
-  traceml::reset_diagnostics(false);
-  return Catch::Session().run(argc, argv);
-}
+int main(int argc, char** argv) { return traceml_test::run_gpu_tests(argc, argv); }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_main.hpp"
 #include "traceml/gpu/cupti_source.hpp"
 #include "traceml/profiler.hpp"
 #include "traceml/torch_adapter.hpp"
@@ -90,17 +91,4 @@ CATCH_TEST_CASE("an NCCL all-reduce and all-gather inside a communication phase 
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 77;
-  }
-  if (!torch::cuda::is_available()) {
-    std::printf("SKIPPED: no CUDA device visible to LibTorch\n");
-    return 77;
-  }
-  traceml::reset_diagnostics(false);
-  return Catch::Session().run(argc, argv);
-}
+int main(int argc, char** argv) { return traceml_test::run_gpu_tests(argc, argv); }
