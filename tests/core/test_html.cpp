@@ -893,6 +893,14 @@ TEST_CASE("hardware counters give the activity chart: four shares per phase on a
     const auto table = doc.substr(doc.find("<table class=\"data agreement\">"));
     CHECK(table.substr(0, table.find("</table>")).find("eval") == std::string::npos);  // never on a recorded step
   }
+  SECTION("counter shares on under 5 samples per step: said to be coarse in the phase table's caption") {
+    CHECK(doc.find("coarse in") == std::string::npos);
+    auto few = traceml_test::mixed_run();
+    for (auto& p : few.summary.phases)
+      if (p.name == "dataloader") p.counters->samples_per_step = 2.6;
+    CHECK(html_report({few}).find("; coarse in dataloader (under 5 samples per step: its edges weigh as much as its "
+                                  "inside)</caption>") != std::string::npos);
+  }
   SECTION("hidden share: a column only when some phase's work ran beside another's") {
     const auto h = html_report({traceml_test::mixed_run_side_by_side()});
     CHECK(h.find("<th class=\"num\">hidden share</th>") != std::string::npos);

@@ -335,6 +335,15 @@ TEST_CASE("work side by side: each phase's hidden share over the recorded step, 
   CHECK(format_table(traceml_test::mixed_run()).find("hidden") == std::string::npos);  // one stream: no column
 }
 
+TEST_CASE("counter shares resting on under 5 samples per step are said to be coarse, by phase", "[sinks][table]") {
+  auto run = traceml_test::mixed_run();
+  CHECK(format_table(run).find("coarse") == std::string::npos);  // 25 and more samples per phase and step
+  for (auto& p : run.summary.phases)
+    if (p.name == "dataloader" || p.name == "optimizer") p.counters->samples_per_step = 2.6;
+  CHECK(format_table(run).find("; coarse in dataloader, optimizer (under 5 samples per step: its edges weigh as "
+                               "much as its inside)\n") != std::string::npos);
+}
+
 TEST_CASE("the JSON summary's records as counted: beside the counters, over the same recorded steps, with how "
           "they were seen", "[sinks][json]") {
   const json plain = json::parse(json_summary({traceml_test::mixed_run()}))["runs"][0]["summary"];

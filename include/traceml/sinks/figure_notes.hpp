@@ -87,6 +87,21 @@ inline std::size_t counters_and_records_steps(const run_summary& s) {
   return n;
 }
 
+/// Below this many samples per step a phase's counter shares are coarse: the samples straddling its
+/// window's edges weigh as much as those inside, and the samples' clock is aligned to tens of
+/// microseconds (docs/hardware_counters.md).
+constexpr double few_samples_per_step = 5;
+
+/// "dataloader, optimizer": the sampled phases whose windows held fewer than few_samples_per_step
+/// samples per step; "" when none.
+inline std::string coarse_counter_phases(const run_summary& s) {
+  std::string names;
+  for (const auto& p : s.phases)
+    if (p.counters && p.counters->steps > 0 && p.counters->samples_per_step < few_samples_per_step)
+      names += (names.empty() ? "" : ", ") + p.name;
+  return names;
+}
+
 /// A share as a percentage with `decimals` digits and no sign: "51.6". Kept within [0, 100], so that
 /// a share a sampled window rounded a hair past its whole never reads as more than all of it; "-"
 /// for a negative share, the summary's "not measured" (a counter this GPU does not sample).

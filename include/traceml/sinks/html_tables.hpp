@@ -145,9 +145,14 @@ inline void phase_table(std::string& o, const run_result& r, const phase_palette
   if (gpu)
     o += "; gpu ms: mean GPU time between the phase's boundaries, over " + steps_of(gpu_time_steps(s), s.step_ms.count) +
          " (" + gpu_time_source(s) + ")";
-  if (counters)
+  if (counters) {
     o += "; GPU busy, SM active, tensor, DRAM: shares of the sampled GPU window from hardware counters, over " +
          steps_of(counter_steps(s), s.step_ms.count) + " (sampled)";
+    const std::string coarse = coarse_counter_phases(s);
+    if (!coarse.empty())
+      o += "; coarse in " + escape(coarse) + " (under " + fixed_text(few_samples_per_step, 0) +
+           " samples per step: its edges weigh as much as its inside)";
+  }
   o += "</caption>\n";
   std::vector<std::string> head = {"phase", "median ms", "mean ms", "p10 ms", "p90 ms", "min ms", "max ms", "std ms", "share"};
   if (gpu) head.emplace_back("gpu ms");

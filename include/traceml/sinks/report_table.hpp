@@ -103,6 +103,10 @@ inline std::string counter_footer(const run_summary& s, const counter_columns& c
            " us samples, " + fixed_text(c.launch_us, 2) + " us of engine time per launch)";
   if (s.step_counters)
     out += "; samples covered " + share_percent_text(s.step_counters->coverage) + "% of the step's GPU window";
+  const std::string coarse = coarse_counter_phases(s);
+  if (!coarse.empty())
+    out += "; coarse in " + coarse + " (under " + fixed_text(few_samples_per_step, 0) +
+           " samples per step: its edges weigh as much as its inside)";
   return out + "\n";
 }
 
