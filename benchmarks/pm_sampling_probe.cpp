@@ -214,15 +214,15 @@ void launch_rate_beside_sampler(traceml::pm_sampler& sampler, traceml::gpu_clock
   }
   sampler.pause();
   const auto ci = traceml_bench::median_interval(ratios);
-  std::sort(ratios.begin(), ratios.end());
-  const auto med = [](std::vector<double> v) {
+  const auto med = [](std::vector<double> v) {  // the upper median of an even count
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
   };
+  const double ratio = med(ratios);
   std::printf("6. launch-bound thread beside the sampler (%d rounds of 100 ms blocks, %llu decode passes): %.3f us per "
               "launch on, %.3f us paused (medians); on/paused %.4f (%+.2f%%) [%.4f, %.4f] (%.0f%%)\n",
               rounds, static_cast<unsigned long long>(sampler.stats().decode_passes - passes0), med(on_ns) / 1e3,
-              med(off_ns) / 1e3, ratios[ratios.size() / 2], 100.0 * (ratios[ratios.size() / 2] - 1.0), ci.lo, ci.hi,
+              med(off_ns) / 1e3, ratio, 100.0 * (ratio - 1.0), ci.lo, ci.hi,
               100.0 * ci.coverage);
 }
 

@@ -67,7 +67,6 @@ inline attribution_output attribute(const attribution_input& in, const attributi
 
   detail::round_acc acc = detail::open_steps(in, windows, index);
   acc.counted = opt.counted;
-  acc.counted.launch_engine_ns = std::max<std::int64_t>(0, acc.counted.launch_engine_ns);
   detail::open_phase_entries(in, windows, acc);
   if (acc.counted.on()) {
     acc.counted_busy = in.counted_context;

@@ -60,7 +60,7 @@ struct round_acc {
   std::vector<std::vector<interval>> busy;  // per phase window: its own and its nested phases' records
   records_as_counted counted;               // attribution_options::counted
   /// Every timed record of the round (assigned, left over or orphaned), its boundary markers and the
-  /// previous round's tail, each begun counted.launch_engine_ns earlier (when modelled): the counters
+  /// previous round's tail, each begun where counted.begin_of() says (when modelled): the counters
   /// see the whole GPU, so a neighbouring step's work leaks into a window's edge samples too, and the
   /// graphics engine's set-up of every operation (kernel, memset or copy alike). Merged by
   /// finish_reports.
@@ -68,12 +68,12 @@ struct round_acc {
 
   /// One record into the as-counted timeline (when modelled).
   void count(const gpu_record& rec) {
-    if (counted.on()) counted_busy.emplace_back(rec.begin_ns - counted.launch_engine_ns, rec.end_ns);
+    if (counted.on()) counted_busy.emplace_back(counted.begin_of(rec.begin_ns), rec.end_ns);
   }
   /// A boundary marker (a tiny memset of ours, boundary_markers.hpp): no record holds it, but the
   /// counters see it at every window's edge; counted as a memset record is.
   void count(const marker_time& m) {
-    if (counted.on()) counted_busy.emplace_back(m.begin_ns - counted.launch_engine_ns, m.end_ns);
+    if (counted.on()) counted_busy.emplace_back(counted.begin_of(m.begin_ns), m.end_ns);
   }
 };
 
@@ -221,7 +221,7 @@ inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& 
 }
 
 /// Each entry's own time (the union of its records) and the part of it during which other work of
-/// the step ran beside it: |own and others| = |own| + |others| - |all|. One merge per entry, and
+/// the step ran beside it: |own and others| = |own| + |others| - |all|. The second merge per entry
 /// only when the step's records ran on more than one stream (on one, nothing runs side by side).
 inline void own_and_hidden(step_acc& s) {
   const std::int64_t all = s.streams ? union_length(s.busy) : 0;

@@ -39,6 +39,11 @@ struct records_as_counted {
   std::int64_t sample_interval_ns = 0;  ///< 0: not modelled
   std::int64_t launch_engine_ns = 0;    ///< per operation; measured by benchmarks/pm_sampling_probe (part 5)
   bool on() const noexcept { return sample_interval_ns > 0; }
+  /// Where an operation that began at `begin_ns` begins for the counters: its set-up before it (a
+  /// negative set-up time counts as none).
+  std::int64_t begin_of(std::int64_t begin_ns) const noexcept {
+    return begin_ns - (launch_engine_ns > 0 ? launch_engine_ns : 0);
+  }
 };
 
 /// Per-phase kernel lists are never truncated here: the run-level merge (summary.hpp) truncates.

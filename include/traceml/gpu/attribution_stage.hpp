@@ -115,11 +115,9 @@ class attribution_stage {
     in.records.swap(records_);
     in.final_round = final;
     in.counted_context.swap(counted_tail_);
-    if (counted_.on()) {  // markers of later steps are on the GPU already: the counters see them too
-      const std::int64_t setup = std::max<std::int64_t>(0, counted_.launch_engine_ns);  // as attribute() counts a marker
+    if (counted_.on())  // markers of later steps are on the GPU already: the counters see them too
       for (const auto& m : markers_)
-        if (!used.count(m.first)) in.counted_context.emplace_back(m.second.begin_ns - setup, m.second.end_ns);
-    }
+        if (!used.count(m.first)) in.counted_context.emplace_back(counted_.begin_of(m.second.begin_ns), m.second.end_ns);
     attribution_options ao;
     ao.keep_activities = keep_activities_;
     ao.counted = counted_;

@@ -48,7 +48,8 @@ struct gpu_facts {
   /// The union of the window's own records (its innermost ones, not clipped to the window), and of
   /// that the part during which other work of the step ran on the GPU beside it (another phase's or
   /// an unattributed record, on another stream): communication hidden under backward, a copy under
-  /// compute. 0 and 0 on a step whose records all ran on one stream.
+  /// compute. Both 0 on an unrecorded step; hidden_ns is 0 on a step whose records all ran on one
+  /// stream.
   std::int64_t own_ns = 0;
   std::int64_t hidden_ns = 0;
   /// Hardware-counter samples over the window between the boundaries (any step where a PM-sampling

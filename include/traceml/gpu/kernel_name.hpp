@@ -34,15 +34,26 @@
 
 TRACEML_BEGIN_NAMESPACE
 
+namespace detail {
+/// nvcc names kernels of internal linkage (in an anonymous namespace, or static)
+/// `__nv_static_<n>__<file id>__Z...`.
+constexpr const char* nv_static_prefix = "__nv_static_";
+constexpr std::size_t nv_static_prefix_size = 12;
+
+/// Whether `name` is one demangle() would try: Itanium (`_Z...`) or behind nvcc's prefix.
+inline bool looks_mangled(const char* name) {
+  return name && ((name[0] == '_' && name[1] == 'Z') || std::strncmp(name, nv_static_prefix, nv_static_prefix_size) == 0);
+}
+}  // namespace detail
+
 /// The demangled form of an Itanium-mangled name, or the name itself when it is not mangled (or
-/// the platform has no demangler). nvcc names kernels of internal linkage (in an anonymous
-/// namespace, or static) `__nv_static_<n>__<file id>__Z...`: the mangled name after that prefix is
-/// demangled. Slow path: allocates.
+/// the platform has no demangler). Behind nvcc's prefix for kernels of internal linkage
+/// (detail::nv_static_prefix), the mangled name after it is demangled. Slow path: allocates.
 inline std::string demangle(const char* name) {
   if (!name) return std::string();
 #if TRACEML_HAS_CXXABI
-  if (std::strncmp(name, "__nv_static_", 12) == 0) {
-    if (const char* mangled = std::strstr(name + 12, "__Z")) {
+  if (std::strncmp(name, detail::nv_static_prefix, detail::nv_static_prefix_size) == 0) {
+    if (const char* mangled = std::strstr(name + detail::nv_static_prefix_size, "__Z")) {
       const std::string inner = demangle(mangled + 1);
       if (inner != mangled + 1) return inner;
     }
@@ -100,7 +111,7 @@ inline void erase_all(std::string& s, const char* what) {
 inline std::string shorten_kernel_name(const char* raw) {
   std::string s = demangle(raw);
   if (s.empty()) return "<unnamed>";
-  const bool was_demangled = raw && s != raw && ((raw[0] == '_' && raw[1] == 'Z') || std::strncmp(raw, "__nv_static_", 12) == 0);
+  const bool was_demangled = detail::looks_mangled(raw) && s != raw;
   if (!was_demangled) return s.size() > 160 ? s.substr(0, 157) + "..." : s;
 
   // 2a. Parameter list: the trailing "(...)" at depth 0, possibly followed by qualifiers.

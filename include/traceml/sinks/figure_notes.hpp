@@ -92,14 +92,24 @@ inline std::size_t counters_and_records_steps(const run_summary& s) {
 /// microseconds (docs/hardware_counters.md).
 constexpr double few_samples_per_step = 5;
 
-/// "dataloader, optimizer": the sampled phases whose windows held fewer than few_samples_per_step
-/// samples per step; "" when none.
-inline std::string coarse_counter_phases(const run_summary& s) {
+/// "coarse in dataloader, optimizer (under 5 samples per step: ...)": names the sampled phases whose
+/// windows held fewer than few_samples_per_step samples per step; "" when none.
+inline std::string coarse_counter_note(const run_summary& s) {
   std::string names;
   for (const auto& p : s.phases)
     if (p.counters && p.counters->steps > 0 && p.counters->samples_per_step < few_samples_per_step)
       names += (names.empty() ? "" : ", ") + p.name;
-  return names;
+  if (names.empty()) return names;
+  return "coarse in " + names + " (under " + fixed_text(few_samples_per_step, 0) +
+         " samples per step: its edges weigh as much as its inside)";
+}
+
+/// Whether some phase's GPU work ran beside other work on recorded steps (kernel_summary::
+/// hidden_share): the table and the HTML show the hidden share only then.
+inline bool any_phase_hidden(const run_summary& s) {
+  for (const auto& p : s.phases)
+    if (p.kernels && p.kernels->hidden_share > 0) return true;
+  return false;
 }
 
 /// A share as a percentage with `decimals` digits and no sign: "51.6". Kept within [0, 100], so that

@@ -148,10 +148,8 @@ inline void phase_table(std::string& o, const run_result& r, const phase_palette
   if (counters) {
     o += "; GPU busy, SM active, tensor, DRAM: shares of the sampled GPU window from hardware counters, over " +
          steps_of(counter_steps(s), s.step_ms.count) + " (sampled)";
-    const std::string coarse = coarse_counter_phases(s);
-    if (!coarse.empty())
-      o += "; coarse in " + escape(coarse) + " (under " + fixed_text(few_samples_per_step, 0) +
-           " samples per step: its edges weigh as much as its inside)";
+    const std::string coarse = coarse_counter_note(s);
+    if (!coarse.empty()) o += "; " + escape(coarse);
   }
   o += "</caption>\n";
   std::vector<std::string> head = {"phase", "median ms", "mean ms", "p10 ms", "p90 ms", "min ms", "max ms", "std ms", "share"};
@@ -253,9 +251,7 @@ inline void gpu_tables(std::string& o, const run_result& r) {
   const std::string over = recorded_steps_note(s);
   o += "<table class=\"data gpu\">\n<caption>Mean per step " + over +
        ": the phase's wall time and GPU window on those steps; busy + idle = the GPU window</caption>\n";
-  const bool hidden = std::any_of(s.phases.begin(), s.phases.end(), [](const phase_summary& p) {
-    return has_gpu_facts(p) && p.kernels->hidden_share > 0;
-  });
+  const bool hidden = any_phase_hidden(s);
   std::vector<std::string> header = {"phase",    "wall ms",      "GPU window ms", "kernel ms",          "busy ms",
                                      "idle ms", "busy share", "kernels/step",  "kernels/micro-batch"};
   if (hidden) header.push_back("hidden share");

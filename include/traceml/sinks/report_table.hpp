@@ -23,13 +23,12 @@ struct table_columns {
   bool kernels = false;
   bool hidden = false;
 
-  explicit table_columns(const run_summary& s) {
+  explicit table_columns(const run_summary& s) : hidden(any_phase_hidden(s)) {
     gpu_ms = s.step_gpu_ms.has_value();
     kernels = s.step_kernels.has_value();
     for (const auto& p : s.phases) {
       gpu_ms = gpu_ms || p.gpu_ms.has_value();
       kernels = kernels || p.kernels.has_value();
-      hidden = hidden || (p.kernels && p.kernels->hidden_share > 0);
     }
   }
 };
@@ -103,10 +102,8 @@ inline std::string counter_footer(const run_summary& s, const counter_columns& c
            " us samples, " + fixed_text(c.launch_us, 2) + " us of engine time per launch)";
   if (s.step_counters)
     out += "; samples covered " + share_percent_text(s.step_counters->coverage) + "% of the step's GPU window";
-  const std::string coarse = coarse_counter_phases(s);
-  if (!coarse.empty())
-    out += "; coarse in " + coarse + " (under " + fixed_text(few_samples_per_step, 0) +
-           " samples per step: its edges weigh as much as its inside)";
+  const std::string coarse = coarse_counter_note(s);
+  if (!coarse.empty()) out += "; " + coarse;
   return out + "\n";
 }
 
