@@ -111,7 +111,11 @@ struct profiler_options {
   /// Every file output in `dir`, named after the run: <run>_summary.json, <run>_steps.jsonl,
   /// <run>_trace.json, <run>_report.html. The folder must exist.
   profiler_options& write_all_to(const std::string& dir) {
-    const std::string base = (dir.empty() ? std::string(".") : dir) + "/" + run_name;
+    return write_all_as((dir.empty() ? std::string(".") : dir) + "/" + run_name);
+  }
+  /// Every file output at `base`: <base>_summary.json, <base>_steps.jsonl, <base>_trace.json,
+  /// <base>_report.html (the TRACEML_OUT session's base carries the rank and a suffix for a name taken).
+  profiler_options& write_all_as(const std::string& base) {
     json_path = base + "_summary.json";
     jsonl_path = base + "_steps.jsonl";
     trace_path = base + "_trace.json";

@@ -17,6 +17,11 @@
 #pragma once
 #include "traceml/config.hpp"
 #if TRACEML_ENABLED
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -48,6 +53,57 @@ inline std::string session_run_name() {
   return "run";
 }
 
+/// The run's name as a file name inside TRACEML_OUT: characters other than letters, digits, '.',
+/// '-' and '_' become '_', and so does a leading '.', so that no name ('a/b', '../x', '.hidden')
+/// writes into another folder or hides its files. The run keeps its name in the outputs.
+inline std::string session_file_name(const std::string& run_name) {
+  std::string file = run_name;
+  for (char& c : file) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                       c == '-' || c == '_';
+    if (!plain) c = '_';
+  }
+  if (!file.empty() && file.front() == '.') file.front() = '_';
+  return file.empty() ? "run" : file;
+}
+
+/// "_rank3" for rank 3 of a data-parallel run (RANK and WORLD_SIZE as torchrun sets them, or
+/// LOCAL_RANK alone), so that ranks started on one TRACEML_OUT write files of their own; "" alone.
+inline std::string session_rank_part() {
+  if (const rank_identity r = rank_from_environment(); r.distributed()) return "_rank" + std::to_string(r.rank);
+  if (const long local = parse_rank_number(std::getenv("LOCAL_RANK")); local >= 0) return "_rank" + std::to_string(local);
+  return "";
+}
+
+/// The files of a session whose names begin with `base` (profiler_options::write_all_as's).
+inline const char* const session_file_suffixes[] = {"_steps.jsonl", "_summary.json", "_trace.json", "_report.html"};
+
+/// The first of <dir>/<base>_*, <dir>/<base>-2_*, <dir>/<base>-3_*, ... of which no file exists,
+/// claimed by creating its JSONL exclusively (O_EXCL: of two processes started on one folder at
+/// once, one gets it and the other moves on). An earlier run's files are kept, never overwritten.
+/// Empty when the folder takes no file (the profiler then says why when it opens the JSONL).
+inline std::string claim_session_base(const std::string& dir, const std::string& base) {
+  for (int n = 1; n <= 1000; ++n) {
+    const std::string candidate = dir + "/" + (n == 1 ? base : base + "-" + std::to_string(n));
+    std::error_code ec;
+    bool taken = false;
+    for (const char* suffix : session_file_suffixes)
+      taken = taken || std::filesystem::symlink_status(candidate + suffix, ec).type() != std::filesystem::file_type::not_found;
+    if (taken) continue;
+    const int fd = ::open((candidate + session_file_suffixes[0]).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::close(fd);
+      return candidate;
+    }
+    if (errno != EEXIST) return dir + "/" + base;  // the profiler's own open says why
+  }
+  return "";
+}
+
+/// The exit status of a TRACEML_OUT program that would have exited 0 but an output could not be
+/// written (each said with its reason): EX_IOERR of <sysexits.h>. A non-zero status is left alone.
+inline constexpr int session_outputs_failed_status = 74;
+
 /// Never destroyed: the profiler inside is finished and released by an exit handler, before the
 /// static objects it may still use (the recorder, CUDA's runtime) are torn down.
 inline std::unique_ptr<profiler>& session_profiler() {
@@ -55,17 +111,48 @@ inline std::unique_ptr<profiler>& session_profiler() {
   return *p;
 }
 
-inline void finish_session() noexcept {
+/// Finishes the session's profiler (writes every output), once. True when an output failed.
+inline bool finish_session() noexcept {
   try {
     if (auto& p = session_profiler()) {
       p->finish();
+      const bool failed = !p->failed_outputs().empty();
       p.reset();
+      return failed;
     }
   } catch (const std::exception& e) {
     report_once("session-finish", std::string("TRACEML_OUT: writing the report at exit failed: ") + e.what());
+    return true;
   } catch (...) {
     report_once("session-finish", "TRACEML_OUT: writing the report at exit failed");
+    return true;
   }
+  return false;
+}
+
+/// The exit handler. Where the C library passes the exit status (glibc's on_exit), a program that
+/// exits 0 while an output failed exits session_outputs_failed_status instead: stdio is flushed and
+/// the process ends there (_Exit), since exit() cannot be called again from an exit handler; the
+/// handlers registered before this one (and static destructors) are skipped on that path only.
+inline void finish_session_at_exit(int status, void*) noexcept {
+  if (finish_session() && status == 0) {
+    report_once("session-failed-status", "TRACEML_OUT: an output could not be written (said above); exit status " +
+                                             std::to_string(session_outputs_failed_status));
+    std::fflush(nullptr);
+    std::_Exit(session_outputs_failed_status);
+  }
+}
+inline void finish_session_at_exit_plain() noexcept { (void)finish_session(); }
+
+/// True when the program handles SIGINT or SIGTERM itself (a handler of its own is installed).
+inline bool program_handles_stop_signals() noexcept {
+  for (const int sig : stop_signals) {
+    struct sigaction current = {};
+    if (sigaction(sig, nullptr, &current) != 0) continue;
+    const bool siginfo = (current.sa_flags & SA_SIGINFO) != 0;
+    if (siginfo || (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN)) return true;
+  }
+  return false;
 }
 
 inline void start_session() noexcept {
@@ -85,8 +172,36 @@ inline void start_session() noexcept {
                                      "); nothing is collected");
       return;
     }
-    auto options = profiler_options::named(session_run_name()).write_all_to(out);
+    const std::string name = session_run_name();
+    const std::string file_name = session_file_name(name);
+    if (file_name != name)
+      report_once("session-file-name", "the run '" + name + "' names its files '" + file_name +
+                                           "' (a file name inside TRACEML_OUT holds letters, digits, '.', '-' and '_')");
+    const std::string rank_part = session_rank_part();
+    const std::string wanted = std::string(out) + "/" + file_name + rank_part;
+    const std::string base = claim_session_base(out, file_name + rank_part);
+    if (base.empty()) {
+      report_once("session-claim", std::string("TRACEML_OUT=") + out + " holds 1000 runs named '" + file_name +
+                                       rank_part + "'; nothing is collected");
+      return;
+    }
+    if (base != wanted)
+      report_once("session-suffix", wanted + "_* belongs to another run (an earlier one, or a process writing "
+                                             "there now), kept as it is; this run writes " + base + "_*");
+    auto options = profiler_options::named(name);
+    options.write_all_as(base);
     options.config.emplace_back("started_by", "TRACEML_OUT");
+    // Ctrl-C and SIGTERM write the finished steps' report, as they do in a program that sets
+    // finish_on_signal itself; a handler of the program's own stays in charge.
+    options.finish_on_signal = !program_handles_stop_signals();
+    if (!options.finish_on_signal)
+      report_once("session-own-handler", "the program handles SIGINT/SIGTERM itself, so traceml leaves them to it: "
+                                         "end the program with exit() or a return from main after the signal, and "
+                                         "the report is written then");
+    if (!rank_part.empty() && rank_part == "_rank0")
+      report_once("session-ranks", "each rank writes its own files (" + std::string(out) + "/" + file_name +
+                                       "_rank<r>_*); once all have finished, merge them with: traceml ranks " +
+                                       std::string(out) + "/" + file_name + "_rank*_steps.jsonl");
     auto prof = std::make_unique<profiler>(options);
 #if defined(TRACEML_CUPTI_LIBRARY)
     gpu_source_options gpu;
@@ -99,12 +214,19 @@ inline void start_session() noexcept {
     prof->set_gpu_source(make_best_gpu_source(gpu));
 #endif
     session_profiler() = std::move(prof);
-    if (std::atexit(finish_session) != 0) {
+    // Everything the exit path reports through (diagnostics, the recorder) is never destroyed, so
+    // the order of static destructors cannot reach it (detail/diagnostics.hpp, recorder.hpp).
+#if defined(__GLIBC__)
+    const bool registered = on_exit(finish_session_at_exit, nullptr) == 0;
+#else
+    const bool registered = std::atexit(finish_session_at_exit_plain) == 0;
+#endif
+    if (!registered) {
       report_once("session-atexit", "TRACEML_OUT: cannot register the exit handler; call exit() normally "
                                     "or create a traceml::profiler to get the report");
     }
-    report_once("session-started", std::string("collecting into ") + out +
-                                       " (TRACEML_OUT); the report is written when the program exits");
+    report_once("session-started", std::string("collecting into ") + base +
+                                       "_* (TRACEML_OUT); the report is written when the program exits");
   } catch (const std::exception& e) {
     report_once("session-start", std::string("TRACEML_OUT: cannot start the session: ") + e.what());
   } catch (...) {

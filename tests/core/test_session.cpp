@@ -155,3 +155,172 @@ TEST_CASE("With the session and without TRACEML_OUT, the notice is printed, not 
   CHECK(traceml::diagnostic_messages().empty());  // tests that count diagnostics see only their own
   traceml_test::drain();
 }
+
+// ---- Safe to leave on: what the session survives (docs/reliability.md, "The TRACEML_OUT session") ----
+
+namespace {
+
+const std::string trainer_name = fs::path(TRACEML_TEST_TRAINER).filename().string();
+
+std::size_t lines_of(const fs::path& p) { return count_of(read_file(p), "\n"); }
+
+nlohmann::json summary_run(const fs::path& p) { return nlohmann::json::parse(read_file(p))["runs"][0]; }
+
+/// Runs a bash command line (the trainer is $T in it; bash counts ulimit -f in KiB); its status.
+run_output run_shell(const std::string& script) {
+  const std::string cmd = "env -u TRACEML_OUT -u TRACEML_RUN_NAME -u RANK -u WORLD_SIZE -u LOCAL_RANK T='" TRACEML_TEST_TRAINER
+                          "' bash -c '" + script + "' 2>&1";
+  run_output out;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.text.append(buf.data(), n);
+  const int rc = pclose(p);
+  out.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("A full disk at exit: each failed output said once, the others written, exit status 74") {
+  const fs::path dir = fresh_dir("session_full");
+  // RLIMIT_FSIZE of 10 KiB with SIGXFSZ ignored: a write beyond it fails with EFBIG, as on a full
+  // disk. Run "t"'s JSONL (~4 KB) and summary (~7.5 KB) fit; the trace and the HTML (~13 KB) do not.
+  const run_output r = run_shell("ulimit -f 10; trap \"\" XFSZ; TRACEML_RUN_NAME=t TRACEML_OUT=" + dir.string() + " exec \"$T\"");
+  INFO(r.text);
+  CHECK(r.status == 74);  // the documented value (docs/reliability.md)
+  CHECK(count_of(r.text, "cannot write Chrome trace") == 1);
+  CHECK(count_of(r.text, "cannot write HTML report") == 1);
+  CHECK(count_of(r.text, "exit status 74") == 1);
+  CHECK(count_of(r.text, "forward") >= 1);  // the table is still printed
+  // What could not be written whole is not left behind as if it were an output.
+  CHECK_FALSE(fs::exists(dir / "t_trace.json"));
+  CHECK_FALSE(fs::exists(dir / "t_report.html"));
+  CHECK(lines_of(dir / "t_steps.jsonl") == 12);
+  CHECK(summary_run(dir / "t_summary.json")["summary"]["steps"] == 12);
+}
+
+TEST_CASE("The output folder removed mid-run: no crash, the failures said, exit status 74") {
+  const fs::path dir = fresh_dir("session_removed");
+  const run_output r = run_trainer("TRACEML_OUT='" + dir.string() + "' TRAINER_REMOVE_OUT_AT=4");
+  INFO(r.text);
+  CHECK(r.status == 74);
+  CHECK(count_of(r.text, "cannot write JSON summary") == 1);
+  CHECK(count_of(r.text, "cannot write Chrome trace") == 1);
+  CHECK(count_of(r.text, "cannot write HTML report") == 1);
+  CHECK(count_of(r.text, "No such file or directory") == 3);
+  CHECK_FALSE(fs::exists(dir));
+}
+
+TEST_CASE("A program that exits non-zero keeps its own status when an output fails") {
+  const fs::path dir = fresh_dir("session_own_status");
+  const run_output r = run_shell("ulimit -f 10; trap \"\" XFSZ; TRACEML_RUN_NAME=t TRAINER_EXIT_STATUS=5 TRACEML_OUT=" + dir.string() + " exec \"$T\"");
+  INFO(r.text);
+  CHECK(r.status == 5);
+  CHECK(count_of(r.text, "cannot write Chrome trace") == 1);
+  CHECK(count_of(r.text, "exit status 74") == 0);
+}
+
+TEST_CASE("TRACEML_RUN_NAME never writes outside TRACEML_OUT, its files take a plain name") {
+  const fs::path dir = fresh_dir("session_hostile_name");
+  for (const char* name : {"a/b", "../x"}) {
+    const run_output r = run_trainer("TRACEML_OUT='" + dir.string() + "' TRACEML_RUN_NAME='" + std::string(name) + "'");
+    INFO(r.text);
+    CHECK(r.status == 0);
+    CHECK(count_of(r.text, "cannot write") == 0);
+    CHECK(count_of(r.text, "names its files") == 1);
+  }
+  CHECK(fs::exists(dir / "a_b_summary.json"));
+  CHECK(fs::exists(dir / "_._x_summary.json"));
+  CHECK_FALSE(fs::exists(dir.parent_path() / "x_summary.json"));
+  CHECK(summary_run(dir / "a_b_summary.json")["name"] == "a/b");  // the run keeps its name
+}
+
+TEST_CASE("Ranks started on one TRACEML_OUT write their own files, and rank 0 says how to merge them") {
+  const fs::path dir = fresh_dir("session_ranks");
+  const std::string out = "TRACEML_OUT=" + dir.string();
+  const std::string log = dir.string() + ".log";
+  const run_output r = run_shell("RANK=0 WORLD_SIZE=2 " + out + " \"$T\" >" + log + "0 2>&1 & RANK=1 WORLD_SIZE=2 " + out +
+                                 " \"$T\" >" + log + "1 2>&1; s1=$?; wait $!; s0=$?; cat " + log + "0 " + log + "1; exit $((s0 + s1))");
+  INFO(r.text);
+  REQUIRE(r.status == 0);
+  CHECK(count_of(r.text, "traceml ranks " + dir.string() + "/" + trainer_name + "_rank*_steps.jsonl") == 1);
+  for (int rank : {0, 1}) {
+    const std::string base = trainer_name + "_rank" + std::to_string(rank);
+    const std::string jsonl = read_file(dir / (base + "_steps.jsonl"));
+    CHECK(count_of(jsonl, "\n") == 12);
+    std::istringstream lines(jsonl);
+    for (std::string line; std::getline(lines, line);) {
+      const auto j = nlohmann::json::parse(line);  // never torn
+      CHECK(j["rank"] == rank);
+    }
+    const auto run = summary_run(dir / (base + "_summary.json"));
+    CHECK(run["rank"] == rank);
+    CHECK(run["summary"]["steps"] == 12);
+  }
+  CHECK_FALSE(fs::exists(dir / (trainer_name + "_steps.jsonl")));
+}
+
+TEST_CASE("Two runs on one folder never share a file: the second takes a suffix and says so") {
+  const fs::path dir = fresh_dir("session_two_runs");
+  const std::string out = "TRACEML_OUT=" + dir.string();
+  const std::string log = dir.string() + ".log";
+  const run_output r = run_shell(out + " \"$T\" >" + log + "a 2>&1 & " + out + " \"$T\" >" + log + "b 2>&1; s1=$?; wait $!; s0=$?; cat " +
+                                 log + "a " + log + "b; exit $((s0 + s1))");
+  INFO(r.text);
+  REQUIRE(r.status == 0);
+  CHECK(count_of(r.text, "belongs to another run") == 1);
+  for (const std::string& base : {trainer_name, trainer_name + "-2"}) {
+    const std::string jsonl = read_file(dir / (base + "_steps.jsonl"));
+    CHECK(count_of(jsonl, "\n") == 12);
+    std::istringstream lines(jsonl);
+    for (std::string line; std::getline(lines, line);) CHECK_NOTHROW(nlohmann::json::parse(line));
+    CHECK(summary_run(dir / (base + "_summary.json"))["summary"]["steps"] == 12);
+  }
+  // A third run keeps both earlier ones.
+  const auto first = read_file(dir / (trainer_name + "_summary.json"));
+  const run_output third = run_trainer(out);
+  CHECK(count_of(third.text, trainer_name + "-3_*") >= 1);
+  CHECK(read_file(dir / (trainer_name + "_summary.json")) == first);
+}
+
+TEST_CASE("SIGINT or SIGTERM mid-step: the session writes every output of the finished steps") {
+  const auto [sig, status] = GENERATE(std::make_pair(std::string("SIGINT"), 130), std::make_pair(std::string("SIGTERM"), 143));
+  const fs::path dir = fresh_dir("session_signal_" + sig);
+  const run_output r = run_shell("TRAINER_SIGNAL_AT=5:" + sig + " TRACEML_OUT=" + dir.string() + " \"$T\"; echo status=$?");
+  INFO(r.text);
+  CHECK(count_of(r.text, "status=" + std::to_string(status)) == 1);
+  CHECK(count_of(r.text, sig + ": run '" + trainer_name + "' stopped after 6 steps") == 1);
+  CHECK(lines_of(dir / (trainer_name + "_steps.jsonl")) == 6);  // step 5 goes on to its end
+  const auto run = summary_run(dir / (trainer_name + "_summary.json"));
+  CHECK(run["config"]["stopped_by"] == sig);
+  CHECK(run["summary"]["steps"] == 6);
+  CHECK(nlohmann::json::parse(read_file(dir / (trainer_name + "_trace.json")))["traceEvents"].size() > 6 * 6);
+  CHECK(read_file(dir / (trainer_name + "_report.html")).find("</html>") != std::string::npos);
+}
+
+TEST_CASE("SIGTERM from another process ends a long session with its outputs written") {
+  const fs::path dir = fresh_dir("session_kill");
+  const std::string log = dir.string() + ".log";
+  const run_output r = run_shell("TRAINER_STEPS=100000000 TRACEML_OUT=" + dir.string() + " \"$T\" >" + log + " 2>&1 & pid=$!; "
+                                 "while [ ! -s " + dir.string() + "/" + trainer_name + "_steps.jsonl ]; do sleep 0.05; done; "
+                                 "sleep 0.3; kill -TERM $pid; wait $pid; echo status=$?; cat " + log);
+  INFO(r.text);
+  CHECK(count_of(r.text, "status=143") == 1);
+  const std::size_t steps = lines_of(dir / (trainer_name + "_steps.jsonl"));
+  CHECK(steps >= 1);
+  const auto run = summary_run(dir / (trainer_name + "_summary.json"));
+  CHECK(run["config"]["stopped_by"] == "SIGTERM");
+  CHECK(run["summary"]["steps"] == steps);  // the summary holds exactly the steps the JSONL has
+}
+
+TEST_CASE("A program with its own SIGINT/SIGTERM handler keeps it, and the session says how the report is kept") {
+  const fs::path dir = fresh_dir("session_own_handler");
+  const run_output r = run_trainer("TRACEML_OUT='" + dir.string() + "' TRAINER_OWN_HANDLER=1 TRAINER_SIGNAL_AT=5:SIGTERM");
+  INFO(r.text);
+  CHECK(r.status == 0);  // the program's handler decided: it stopped after the step and returned
+  CHECK(count_of(r.text, "handles SIGINT/SIGTERM itself") == 1);
+  const auto run = summary_run(dir / (trainer_name + "_summary.json"));
+  CHECK(run["summary"]["steps"] == 6);
+  CHECK(run["config"].count("stopped_by") == 0);
+}

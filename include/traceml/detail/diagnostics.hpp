@@ -18,8 +18,11 @@ struct diagnostics_state {
   bool quiet = false;                 // tests silence stderr and read messages() instead
 };
 
+/// Never destroyed: it is first built by whatever reports first, which may come after an exit
+/// handler was registered (the TRACEML_OUT session's), and that handler reports through it after the
+/// static destructors of later-built objects have run.
 inline diagnostics_state& diagnostics() {
-  static diagnostics_state s;
+  static diagnostics_state& s = *new diagnostics_state;
   return s;
 }
 

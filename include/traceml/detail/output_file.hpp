@@ -2,6 +2,9 @@
 // once per file, with the path and the reason ("cannot write JSON summary to 'out/x.json': No space
 // left on device"), and the file stops being written: training carries on. failed() tells the
 // caller afterwards, so that a program can end with a status that says an output is missing.
+// What a failure leaves behind is never mistaken for an output: a file written in one go
+// (write_whole_file) is removed, and so is an appended file that holds nothing (a JSONL whose first
+// line did not fit); an appended file keeps the lines written before the failure (each flushed).
 #pragma once
 #include <cerrno>
 #include <cstdio>
@@ -42,8 +45,10 @@ class output_file {
       fail(errno ? errno : EIO);
       std::fclose(file_);
       file_ = nullptr;
+      if (!written_) std::remove(path_.c_str());  // nothing whole in it
       return false;
     }
+    written_ = true;
     return true;
   }
 
@@ -65,12 +70,17 @@ class output_file {
   std::string path_, what_, after_failure_;
   std::FILE* file_ = nullptr;
   bool failed_ = false;
+  bool written_ = false;  // a write() reached the file whole (flushed)
 };
 
-/// Writes `text` to `path` in one go (truncating). True on success; failures are reported once.
+/// Writes `text` to `path` in one go (truncating). True on success; failures are reported once, and
+/// the part of the file that was written is removed (a cut summary or trace reads as a broken one).
 inline bool write_whole_file(const std::string& path, const std::string& what, const std::string& text) {
   output_file f(path, what, "w");
-  return f.write(text) && f.close();
+  const bool opened = f.ok();  // a file it could not open is not its own to remove
+  if (f.write(text) && f.close()) return true;
+  if (opened) std::remove(path.c_str());
+  return false;
 }
 
 }  // namespace detail

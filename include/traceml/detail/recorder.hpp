@@ -122,7 +122,9 @@ struct recorder_state {
 __attribute__((always_inline))  // on every scope's path: a guard check, not a call
 #endif
 inline recorder_state& recorder() noexcept {
-  static recorder_state state;
+  // Never destroyed: exit handlers (the TRACEML_OUT session's finish) and threads still running at
+  // exit drain it after static destructors may have run.
+  static recorder_state& state = *new recorder_state;
   return state;
 }
 
