@@ -11,11 +11,20 @@
 #include <cstring>
 #include <string>
 
+#include <sys/stat.h>
+
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
+
+/// Removes what a failed write left at `path`: a regular file only, never a link (to /dev/full, say)
+/// or a device, which are not the output's to remove.
+inline void remove_failed_file(const std::string& path) noexcept {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) std::remove(path.c_str());
+}
 
 class output_file {
  public:
@@ -45,7 +54,7 @@ class output_file {
       fail(errno ? errno : EIO);
       std::fclose(file_);
       file_ = nullptr;
-      if (!written_) std::remove(path_.c_str());  // nothing whole in it
+      if (!written_) remove_failed_file(path_);  // nothing whole in it
       return false;
     }
     written_ = true;
@@ -79,7 +88,7 @@ inline bool write_whole_file(const std::string& path, const std::string& what, c
   output_file f(path, what, "w");
   const bool opened = f.ok();  // a file it could not open is not its own to remove
   if (f.write(text) && f.close()) return true;
-  if (opened) std::remove(path.c_str());
+  if (opened) remove_failed_file(path);
   return false;
 }
 
