@@ -86,6 +86,27 @@ int env_number(const char* name, int fallback, int lo, int hi) {
   return std::stoi(text);
 }
 
+/// --warmup against the run's steps (o.steps already resolved), before anything is made. An explicit
+/// --warmup of --steps or more would leave no step measured: refused, the returned message naming both
+/// (the command line's status 2). One above half the run is capped as the profiler caps every run
+/// (traceml::effective_warmup: at most half the steps, so that half are measured), said in one line on
+/// stderr; the default warm-up is capped without a word. o.warmup then holds the steps left out, so
+/// the sweep, its header and the ranks' merge count what the profiler counts.
+std::string settle_warmup(experiment_options& o, bool warmup_given, bool steps_given, bool cuda) {
+  const auto steps = static_cast<std::size_t>(o.steps);
+  if (warmup_given && o.warmup >= steps)
+    return std::to_string(o.warmup) + " is not below --steps " + std::to_string(steps) +
+           (steps_given ? std::string() : std::string(" (the default ") + (o.sweep ? "of --sweep " : "") +
+                                               (cuda ? "on a GPU)" : "on the CPU)")) +
+           ": no step would be measured";
+  const auto capped = traceml::effective_warmup(o.warmup, steps);
+  if (warmup_given && capped != o.warmup)
+    std::fprintf(stderr, "qwen3_accumulation: --warmup %zu capped to %zu: at most half of the %zu steps are warm-up, so that %zu are measured\n",
+                 o.warmup, capped, steps, steps - capped);
+  o.warmup = capped;
+  return {};
+}
+
 /// Progress where stderr is not a terminal (a log file, a pipe, CI): one line per tenth of the steps
 /// and one for the last, so that a log shows the run advancing without a line per step. On a
 /// terminal the profiler's live view (traceml/sinks/live_view.hpp) takes its place and rewrites
@@ -207,11 +228,15 @@ int main(int argc, char** argv) {
                  "down, measured in interleaved repeats (default 3), ranked, with a recommendation (default 20 steps on a "
                  "GPU, 8 on the CPU)")
       ->check(CLI::Range(std::int64_t{1}, qwen3::max_examples_per_step))->excludes(schedules_opt);
+  // A sweep of N has at most N candidates (the MxA of N), so any count up to --sweep's limit is meaningful.
   app.add_option("--sweep-candidates", o.sweep_candidates,
-                 "with --sweep: how many of the largest micro-batches that fit are measured (0: all)")->capture_default_str();
+                 "with --sweep: how many of the largest micro-batches that fit are measured (0: all)")
+      ->check(qwen3::whole_number(0, static_cast<std::uint64_t>(qwen3::max_examples_per_step)))->capture_default_str();
   app.add_option("--steps", o.steps, "optimizer steps per schedule (default: 100 on a GPU, 40 on the CPU)")
       ->check(qwen3::whole_number(1, 1000000000));
-  app.add_option("--warmup", o.warmup, "leading steps excluded from statistics")
+  app.add_option("--warmup", o.warmup,
+                 "leading steps excluded from statistics, at most half of --steps (more is capped, and said; "
+                 "--steps or more is refused)")
       ->check(qwen3::whole_number(0, 1000000000))->capture_default_str();
   app.add_option("--seq-len", o.seq_len, "tokens per example (default: 512 on a GPU, 128 on the CPU)")
       ->check(qwen3::whole_number(2, 2147483647));
@@ -288,12 +313,17 @@ int main(int argc, char** argv) {
     if (o.dp.on() && o.sweep) throw std::invalid_argument("--sweep with several ranks is not supported: sweep on one");
     // Each rank writes its own outputs, into its own folder under --out.
     if (o.dp.on()) o.out += "/rank" + std::to_string(o.dp.rank);
-    qwen3::create_output_folder(o.out);
-    const auto schedules = o.sweep ? qwen3::sweep_schedules(o.sweep) : qwen3::parse_schedules(o.schedules);
     const bool cuda = o.device.empty() ? torch::cuda::is_available() : o.device == "cuda";
     if (cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
     const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
     if (o.steps == 0) o.steps = o.sweep ? (cuda ? 20 : 8) : (cuda ? 100 : 40);
+    // Still the command line's (status 2), but only now are the steps known: before any output.
+    if (const auto refusal = settle_warmup(o, app.count("--warmup") > 0, app.count("--steps") > 0, cuda); !refusal.empty()) {
+      (void)app.exit(CLI::ValidationError("--warmup", refusal));
+      return 2;
+    }
+    qwen3::create_output_folder(o.out);
+    const auto schedules = o.sweep ? qwen3::sweep_schedules(o.sweep) : qwen3::parse_schedules(o.schedules);
     if (o.sweep && app.count("--repeats") == 0) o.repeats = 3;  // the spread of repeats decides ties
     if (o.seq_len == 0) o.seq_len = cuda ? 512 : 128;
     if (o.dtype.empty()) o.dtype = cuda ? "bf16" : "fp32";

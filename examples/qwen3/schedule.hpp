@@ -1,6 +1,6 @@
 // qwen3/schedule.hpp: gradient-accumulation schedules, "MxA" = micro-batch M, accumulation A.
 //
-//   auto list = qwen3::parse_schedules("1x4,2x2,4x1");   // all must share one effective batch (4)
+//   auto list = qwen3::parse_schedules("1x4,2x2,4x1");   // one effective batch (4), each schedule once
 //   list[0].micro_batch == 1; list[0].accumulation == 4; list[0].name() == "1x4"
 //
 // No LibTorch here: the experiment's command line can use it before anything heavy is loaded.
@@ -87,7 +87,9 @@ inline std::int64_t tokens_per_step(const schedule& s, std::int64_t seq_len) {
 }
 
 /// Parses a comma-separated list. Every schedule must have the same effective batch M*A: the
-/// experiment compares ways of reaching one optimizer batch, and the data order relies on it.
+/// experiment compares ways of reaching one optimizer batch, and the data order relies on it. Each
+/// schedule is given once ("1x4,01X4" is 1x4 twice): the experiment names its runs' files after it,
+/// so a second would overwrite the first (its --repeats runs a list again, each repeat its own files).
 inline std::vector<schedule> parse_schedules(const std::string& list) {
   std::vector<schedule> out;
   std::size_t start = 0;
@@ -105,6 +107,10 @@ inline std::vector<schedule> parse_schedules(const std::string& list) {
       throw std::invalid_argument("schedules do not share one effective batch: " + out.front().name() + " = " +
                                   std::to_string(out.front().effective_batch()) + " but " + s.name() + " = " +
                                   std::to_string(s.effective_batch()));
+  for (std::size_t i = 0; i < out.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (out[j] == out[i])
+        throw std::invalid_argument("schedule " + out[i].name() + " is given twice");
   return out;
 }
 

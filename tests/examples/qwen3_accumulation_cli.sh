@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # qwen3_accumulation's exit status and messages, run on the tiny model on the CPU (a few seconds):
-# a refused command line is one line naming the option and its range, status 2; an input the run
-# cannot use is one line, status 1; schedules that fail for a reason other than running out of
-# memory, and outputs that cannot be written (a full disk for real: links to /dev/full), end with
-# status 1 and every failing output named with its reason; --out is created; each repeat keeps its
-# own per-step JSONL; SIGINT and SIGTERM in the middle of a run end with 130 and 143 after the
-# summary, trace and report of the finished steps are written.
+# a refused command line is one line naming the option and its range (a repeated schedule, a
+# --warmup not below --steps: what is wrong), status 2; a --warmup above half of --steps is capped
+# in one line; an input the run cannot use is one line, status 1; schedules that fail for a reason
+# other than running out of memory, and outputs that cannot be written (a full disk for real: links
+# to /dev/full), end with status 1 and every failing output named with its reason; --out is
+# created; each repeat keeps its own per-step JSONL; SIGINT and SIGTERM in the middle of a run end
+# with 130 and 143 after the summary, trace and report of the finished steps are written.
 #   usage: qwen3_accumulation_cli.sh <qwen3_accumulation> <traceml command> <work dir>
 set -uo pipefail
 exe=$1
@@ -38,6 +39,19 @@ expect 2 "--repeats: expected a whole number from 1 to 1000, got '0'" --repeats 
 expect 2 "--record-budget: expected a percentage from 0 to 100, got 'nan'" --record-budget nan
 expect 2 "--schedules: schedule '4': no 'x' between micro-batch and accumulation" --schedules 4
 expect 2 "--schedules: schedules do not share one effective batch: 1x1 = 1 but 1x2 = 2" --schedules 1x1,1x2
+# A repeated schedule would overwrite its own per-step file and trace (01X4 is 1x4 too).
+expect 2 "--schedules: schedule 1x4 is given twice" --schedules 1x4,1x4 --out "$work/o"
+expect 2 "--schedules: schedule 1x4 is given twice" --schedules 1x4,2x2,01X4 --out "$work/o"
+# --sweep-candidates: 0 is all of them; a sweep of N has at most N, hence --sweep's limit.
+expect 2 "--sweep-candidates: expected a whole number from 0 to 1048576, got '-1'" --sweep 4 --sweep-candidates -1 --out "$work/o"
+expect 2 "--sweep-candidates: expected a whole number from 0 to 1048576, got 'two'" --sweep 4 --sweep-candidates two --out "$work/o"
+expect 2 "--sweep-candidates: expected a whole number from 0 to 1048576, got '1048577'" --sweep 4 --sweep-candidates 1048577 --out "$work/o"
+# --warmup of --steps or more leaves no step measured: refused with both values (the default steps
+# said as such), before the output folder is made.
+expect 2 "--warmup: 3 is not below --steps 3: no step would be measured" --device cpu --steps 3 --warmup 3 --out "$work/w"
+expect 2 "--warmup: 50 is not below --steps 40 (the default on the CPU): no step would be measured" --device cpu --warmup 50 --out "$work/w"
+expect 2 "--warmup: 8 is not below --steps 8 (the default of --sweep on the CPU): no step would be measured" --device cpu --sweep 2 --warmup 8 --out "$work/w"
+[ ! -e "$work/w" ] || fail "a refused --warmup still made the output folder"
 # Inputs the run cannot use: status 1, before anything is trained.
 expect 1 "$work: is a directory, not a file" "${tiny[@]}" --out "$work/o" --data "$work"
 expect 1 "sequence length 100000000 is above max_position_embeddings 4096" --device cpu --preset tiny --seq-len 100000000 --out "$work/o"
@@ -71,6 +85,22 @@ for s in 1x2 2x1; do
   done
 done
 [ ! -e "$out/accumulation_steps_1x2.jsonl" ] || fail "--repeats 2 still wrote accumulation_steps_1x2.jsonl"
+
+# --warmup above half of --steps is capped as the profiler caps it (half measured), said in one line.
+short=(--device cpu --preset tiny --schedules 1x2,2x1 --seq-len 16 --no-traces)
+"$exe" "${short[@]}" --steps 4 --warmup 3 --out "$work/capped" >"$work/out.txt" 2>"$work/err.txt" ||
+  { fail "capped warm-up run exited $?:"; cat "$work/err.txt"; }
+cap="qwen3_accumulation: --warmup 3 capped to 2: at most half of the 4 steps are warm-up, so that 2 are measured"
+[ "$(grep -cxF "$cap" "$work/err.txt")" = 1 ] || { fail "capped warm-up: not one line '$cap':"; cat "$work/err.txt"; }
+[ "$(grep -c 'capped' "$work/err.txt")" = 1 ] || { fail "capped warm-up said more than once:"; cat "$work/err.txt"; }
+for s in 1x2 2x1; do
+  grep -qF "traceml: $s  (2 steps measured, 2 warm-up excluded)" "$work/out.txt" || { fail "capped warm-up: $s not 2 + 2:"; cat "$work/out.txt"; }
+done
+# Half or less is kept as given, without a word.
+"$exe" "${short[@]}" --steps 4 --warmup 2 --out "$work/half" >"$work/out.txt" 2>"$work/err.txt" ||
+  { fail "--steps 4 --warmup 2 exited $?:"; cat "$work/err.txt"; }
+grep -q 'capped' "$work/err.txt" && fail "--steps 4 --warmup 2 said a cap"
+grep -qF "traceml: 1x2  (2 steps measured, 2 warm-up excluded)" "$work/out.txt" || { fail "--warmup 2 of 4 not kept:"; cat "$work/out.txt"; }
 
 # A full disk: every output is a link to /dev/full. The run trains; each output is named with the
 # reason, and the status is 1.

@@ -30,7 +30,9 @@ TEST_CASE("malformed schedules are rejected with a reason", "[qwen3][schedule]")
                     row{"0x4", "must be at least 1"},
                     row{"4x0", "must be at least 1"},
                     row{"9999999999x1", "too large"},
-                    row{"1x4,2x3", "do not share one effective batch"});
+                    row{"1x4,2x3", "do not share one effective batch"},
+                    row{"1x4,1x4", "schedule 1x4 is given twice"},
+                    row{"1x4,2x2, 01X4", "schedule 1x4 is given twice"});
   INFO("input: '" << r.first << "'");
   CHECK_THROWS_WITH(qwen3::parse_schedules(r.first), Catch::Contains(r.second));
 }
