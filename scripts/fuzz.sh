@@ -16,7 +16,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-60}"
 build="${2:-${root}/build-fuzz}"
 jobs="${TRACEML_JOBS:-$(nproc)}"
-targets="${TRACEML_FUZZ_TARGETS:-config safetensors_header token_file schedule summary steps}"
+targets="${TRACEML_FUZZ_TARGETS:-config safetensors_header token_file schedule summary steps cli}"
 
 clang=""
 for c in clang++ clang++-14; do

@@ -6,20 +6,23 @@
 //
 // A last line without its newline that does not parse is a step the rank was writing when it
 // stopped (killed, or its disk full): it is left out and said in `cut_line`, not an error. Any other
-// line that is not a step is an error naming the file's line and the problem.
+// line that is not a step is an error naming the file's line and the problem, and so is a step
+// number that came before (two runs appended to one file). The file is refused as input_file.hpp
+// says: not a regular file, over max_steps_bytes, a line over max_step_line_bytes or nested deeper
+// than max_json_depth.
 #pragma once
-#include <cerrno>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <traceml/ranks.hpp>
+
+#include "input_file.hpp"
 
 namespace traceml::tools {
 
@@ -48,10 +51,12 @@ inline int rank_of_line(const nlohmann::json& j) {
 
 /// One step line; throws steps_error naming what is wrong. `rank`, when given, gets the line's
 /// "rank" (-1: none).
-inline rank_step parse_step_line(const std::string& text, int* rank = nullptr) {
+inline rank_step parse_step_line(std::string_view text, int* rank = nullptr) {
+  if (const std::size_t at = too_deep_at(text); at != std::string_view::npos)
+    throw steps_error(too_deep_text() + " (column " + std::to_string(at + 1) + ")");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {  // a parse error, or a number beyond double's range (out_of_range)
     throw steps_error(std::string("not JSON: ") + e.what());
   }
@@ -85,54 +90,118 @@ inline rank_step parse_step_line(const std::string& text, int* rank = nullptr) {
   return out;
 }
 
-/// Every step of a file's text, as rank `rank` unless its lines say whose they are: then every line
-/// must say the same rank (a file of two ranks, or with lines of a rank and lines without, is an
-/// error: it was not written by one rank's profiler).
-inline read_steps parse_rank_steps(const std::string& text, int rank) {
-  read_steps out;
-  out.steps.rank = rank;
-  std::size_t begin = 0, line_no = 0;
-  while (begin < text.size()) {
-    ++line_no;
-    const std::size_t nl = text.find('\n', begin);
-    const bool last_without_newline = nl == std::string::npos;
-    const std::string line = text.substr(begin, last_without_newline ? std::string::npos : nl - begin);
-    begin = last_without_newline ? text.size() : nl + 1;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+/// A rank's steps, read line by line (a file's text, or a file streamed): every line must be a step;
+/// as rank `rank` unless the lines say whose they are: then every line must say the same rank (a file
+/// of two ranks, or with lines of a rank and lines without, is an error: it was not written by one
+/// rank's profiler). A step number may appear once (a file appended to by two runs has it twice).
+class steps_parser {
+ public:
+  explicit steps_parser(int rank) { out_.steps.rank = rank; }
+
+  /// The next line, without its newline; `last_without_newline`: the file ends in it. False when
+  /// that line was cut (then it is the last). Throws steps_error "line N: ...".
+  bool line(std::string_view line, bool last_without_newline) {
+    ++line_no_;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) return true;
     try {
       int line_rank = -1;
-      out.steps.steps.push_back(parse_step_line(line, &line_rank));
-      if (out.steps.steps.size() == 1 && line_rank >= 0) {
-        out.labelled = true;
-        out.steps.rank = line_rank;
-      } else if ((line_rank >= 0) != out.labelled || (out.labelled && line_rank != out.steps.rank)) {
-        out.steps.steps.pop_back();
-        throw steps_error(line_rank < 0 ? "no \"rank\", where the lines before say rank " + std::to_string(out.steps.rank)
-                          : out.labelled ? "rank " + std::to_string(line_rank) + ", where the lines before say rank " +
-                                               std::to_string(out.steps.rank)
-                                         : "rank " + std::to_string(line_rank) + ", where the lines before say none");
+      const rank_step st = parse_step_line(line, &line_rank);
+      if (out_.steps.steps.empty() && line_rank >= 0) {
+        out_.labelled = true;
+        out_.steps.rank = line_rank;
+      } else if ((line_rank >= 0) != out_.labelled || (out_.labelled && line_rank != out_.steps.rank)) {
+        throw steps_error(line_rank < 0 ? "no \"rank\", where the lines before say rank " + std::to_string(out_.steps.rank)
+                          : out_.labelled ? "rank " + std::to_string(line_rank) + ", where the lines before say rank " +
+                                                std::to_string(out_.steps.rank)
+                                          : "rank " + std::to_string(line_rank) + ", where the lines before say none");
       }
+      out_.steps.steps.push_back(st);
+      lines_.push_back(line_no_);
     } catch (const steps_error& e) {
       if (last_without_newline) {
-        out.cut_line = true;
-        break;
+        out_.cut_line = true;
+        return false;
       }
-      throw steps_error("line " + std::to_string(line_no) + ": " + e.what());
+      throw steps_error("line " + std::to_string(line_no_) + ": " + e.what());
     }
+    return true;
   }
-  return out;
+
+  /// The lines read so far.
+  std::size_t lines() const noexcept { return line_no_; }
+
+  /// The steps; throws steps_error naming the first line whose step number came before.
+  read_steps finish() {
+    const auto& steps = out_.steps.steps;
+    std::vector<std::size_t> order(steps.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return steps[a].step < steps[b].step; });
+    // The repeat on the earliest line, and the first line of its step (within a step, `order` keeps
+    // the lines' order).
+    std::size_t again = order.size(), first = 0;
+    for (std::size_t k = 1, group = 0; k < order.size(); ++k) {
+      if (steps[order[k]].step != steps[order[group]].step) {
+        group = k;
+      } else if (again == order.size() || order[k] < again) {
+        again = order[k];
+        first = order[group];
+      }
+    }
+    if (again != order.size())
+      throw steps_error("line " + std::to_string(lines_[again]) + ": step " + std::to_string(steps[again].step) +
+                        " again (first on line " + std::to_string(lines_[first]) + ")");
+    return std::move(out_);
+  }
+
+ private:
+  read_steps out_;
+  std::vector<std::size_t> lines_;  // the line of each step
+  std::size_t line_no_ = 0;
+};
+
+/// Every step of a file's text, as rank `rank` unless its lines say whose they are (steps_parser).
+inline read_steps parse_rank_steps(std::string_view text, int rank) {
+  steps_parser p(rank);
+  std::size_t begin = 0;
+  while (begin < text.size()) {
+    const std::size_t nl = text.find('\n', begin);
+    const bool last_without_newline = nl == std::string_view::npos;
+    const std::string_view line = text.substr(begin, last_without_newline ? std::string_view::npos : nl - begin);
+    begin = last_without_newline ? text.size() : nl + 1;
+    if (!p.line(line, last_without_newline)) break;
+  }
+  return p.finish();
 }
 
-/// Every step of the file, as rank `rank`.
+/// Every step of the file, as rank `rank`: read line by line, so memory holds one line and the steps
+/// (input_file.hpp: a regular file, at most max_steps_bytes, lines of at most max_step_line_bytes).
 inline read_steps read_rank_steps(const std::string& path, int rank) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw steps_error("is a directory, not a per-step JSONL file");
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw steps_error("cannot read: " + std::string(std::strerror(errno ? errno : ENOENT)));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_rank_steps(buffer.str(), rank);
+  try {
+    input_file in(path, max_steps_bytes, "a per-step JSONL file");
+    steps_parser p(rank);
+    std::string pending;  // a line begun in an earlier block
+    char buf[1 << 16];
+    while (const std::size_t n = in.read(buf, sizeof buf)) {
+      std::string_view block(buf, n);
+      for (std::size_t nl; (nl = block.find('\n')) != std::string_view::npos; block.remove_prefix(nl + 1)) {
+        if (pending.empty()) {
+          p.line(block.substr(0, nl), false);
+        } else {
+          pending.append(block.substr(0, nl));
+          p.line(pending, false);
+          pending.clear();
+        }
+      }
+      pending.append(block);
+      if (pending.size() > max_step_line_bytes)
+        throw steps_error("line " + std::to_string(p.lines() + 1) + ": longer than " + mib_text(max_step_line_bytes) +
+                          " (a step's line is a few KB)");
+    }
+    if (!pending.empty()) p.line(pending, true);
+    return p.finish();
+  } catch (const file_error& e) {
+    throw steps_error(e.what());
+  }
 }
 
 }  // namespace traceml::tools

@@ -8,17 +8,15 @@
 //   for (const auto& run : saved.runs) std::fputs(traceml::format_table(run).c_str(), stdout);
 //
 // Every failure is one summary_error whose message names the problem and where it is
-// ("runs[0].summary.step_ms: missing \"median\"", "parse error at line 3, column 5: ...").
+// ("runs[0].summary.step_ms: missing \"median\"", "parse error at line 3, column 5: ..."), the
+// refusals of input_file.hpp included: not a regular file, over max_summary_bytes, nested deeper than
+// max_json_depth.
 #pragma once
-#include <cerrno>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
@@ -27,6 +25,8 @@
 #include <nlohmann/json.hpp>
 #include <traceml/sinks/json_summary.hpp>
 #include <traceml/summary.hpp>
+
+#include "input_file.hpp"
 
 namespace traceml {
 namespace tools {
@@ -394,6 +394,11 @@ inline run_result read_run(const object_reader& r, bool counter_fields) {
 /// Reads a summary document (the text of a file json_summary() wrote). Members the schema does not
 /// name (the accumulation experiment's `comparison`) are ignored.
 inline saved_summary parse_summary(const std::string& text) {
+  if (const std::size_t at = too_deep_at(text); at != std::string::npos) {
+    const std::size_t line_start = text.rfind('\n', at);  // npos + 1 == 0: the first line
+    throw summary_error(too_deep_text() + " (line " + std::to_string(1 + std::count(text.begin(), text.begin() + at, '\n')) +
+                        ", column " + std::to_string(at - (line_start + 1) + 1) + ")");
+  }
   detail::json doc;
   try {
     doc = detail::json::parse(text);
@@ -421,17 +426,16 @@ inline saved_summary parse_summary(const std::string& text) {
   return out;
 }
 
-/// Reads a summary file; a file that cannot be opened or read says why (the system's reason).
+/// Reads a summary file; a file that cannot be opened or read says why (the system's reason, or
+/// input_file.hpp's: not a regular file, over max_summary_bytes).
 inline saved_summary read_summary_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw summary_error("cannot read: is a directory");
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw summary_error(std::string("cannot open: ") + (errno ? std::strerror(errno) : "unknown reason"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw summary_error(std::string("cannot read: ") + (errno ? std::strerror(errno) : "I/O error"));
-  return parse_summary(text.str());
+  std::string text;
+  try {
+    text = input_file(path, max_summary_bytes, "a JSON summary").read_all();
+  } catch (const file_error& e) {
+    throw summary_error(e.what());
+  }
+  return parse_summary(text);
 }
 
 }  // namespace tools

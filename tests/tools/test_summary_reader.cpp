@@ -1,6 +1,7 @@
 // tools/summary_reader.hpp: a saved summary read back is the run that was written (summary -> JSON
 // -> reader -> JSON gives the same text, and the same table), and every bad input is one error
-// that says what and where.
+// that says what and where. And the readers' limits: JSON nested too deep, a step number twice; and
+// names printed with their control characters escaped.
 #include <catch2/catch.hpp>
 
 #include <traceml/run_accumulator.hpp>
@@ -12,6 +13,7 @@
 #include <limits>
 
 #include "mixed_run.hpp"
+#include "steps_reader.hpp"
 #include "summary_reader.hpp"
 
 using namespace traceml;
@@ -258,4 +260,52 @@ TEST_CASE("a file that is not a traceml summary is one error naming the problem"
       CHECK(std::string(e.what()) == "cannot open: No such file or directory");
     }
   }
+}
+
+TEST_CASE("names reach the terminal with their control characters escaped", "[reader][printable]") {
+  using traceml::detail::printable;
+  CHECK(printable("forward") == "forward");
+  CHECK(printable(std::string("a\x1b[31mb\0c\x7f", 10)) == "a\\x1b[31mb\\x00c\\x7f");
+  CHECK(printable("two\nlines\t") == "two\\x0alines\\x09");
+  CHECK(printable("two\nlines", /*keep_newlines=*/true) == "two\nlines");
+  CHECK(printable("caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x94\xa5") == "caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x94\xa5");  // UTF-8 as it is
+  CHECK(printable("csi\xc2\x9b" "2J") == "csi\\u009b2J");  // U+009B, a C1 control
+  CHECK(printable("raw\x9b" "2J") == "raw\\x9b2J");        // not UTF-8
+  CHECK(printable("cut\xe2\x86") == "cut\\xe2\\x86");
+  CHECK(printable("\xc0\xaf \xed\xa0\x80") == "\\xc0\\xaf \\xed\\xa0\\x80");  // overlong, surrogate
+
+  // The profiler's own table (what finish() prints) escapes run and phase names too.
+  run_result r = cpu_run();
+  r.name = std::string("run\x1b]0;x\x07\0tail", 14);
+  r.summary.phases[0].name = "fwd\x1b[2J";
+  const std::string table = format_table(r);
+  CHECK(table.find('\x1b') == std::string::npos);
+  CHECK(table.find('\0') == std::string::npos);
+  CHECK(table.rfind("traceml: run\\x1b]0;x\\x07\\x00tail  (", 0) == 0);
+  CHECK(table.find("\nfwd\\x1b[2J ") != std::string::npos);
+}
+
+TEST_CASE("JSON nested too deep is refused before it is parsed", "[reader][limits]") {
+  const std::string deep = "{\"schema\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  CHECK(tools::too_deep_at(deep) == 137);
+  CHECK(tools::too_deep_at(std::string(128, '[') + std::string(128, ']')) == std::string::npos);
+  CHECK(tools::too_deep_at("[\"[[[\\\"[[[\"]", 2) == std::string::npos);  // brackets in strings do not count
+  try {
+    parse_summary("\n  " + deep);
+    FAIL("no error");
+  } catch (const summary_error& e) {
+    CHECK(std::string(e.what()) == "nested deeper than 128 levels (line 2, column 140)");
+  }
+}
+
+TEST_CASE("a step number twice in a rank's file is an error naming both lines", "[reader][steps]") {
+  const std::string text = "{\"step\":1,\"wall_ms\":1}\n{\"step\":2,\"wall_ms\":1}\n\n{\"step\":2,\"wall_ms\":1}\n"
+                           "{\"step\":1,\"wall_ms\":1}\n";
+  try {
+    tools::parse_rank_steps(text, 0);
+    FAIL("no error");
+  } catch (const tools::steps_error& e) {
+    CHECK(std::string(e.what()) == "line 4: step 2 again (first on line 2)");
+  }
+  CHECK(tools::parse_rank_steps("{\"step\":2,\"wall_ms\":1}\n{\"step\":1,\"wall_ms\":1}\n", 0).steps.steps.size() == 2);
 }

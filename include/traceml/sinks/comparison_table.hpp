@@ -50,7 +50,7 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
   const auto phases = detail::compared_phase_names(runs);
   const auto phase_line = [&](const std::string& label, const std::string& phase,
                               const std::function<std::optional<double>(const compared_phase&)>& get) {
-    line(label + phase, [&](const compared_run& r) {
+    line(label + detail::printable(phase), [&](const compared_run& r) {
       const auto* p = r.find(phase);
       return p ? detail::optional_ms(get(*p)) : std::string("-");
     });
@@ -101,10 +101,10 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
   std::size_t label_w = 36;
   for (const auto& r : rows) label_w = std::max(label_w, r.first.size() + 1);
   std::size_t col_w = 14;
-  for (const auto& r : runs) col_w = std::max(col_w, r.name.size() + 2);
+  for (const auto& r : runs) col_w = std::max(col_w, detail::printable(r.name).size() + 2);
   const auto cell = [&](const std::string& s) { return detail::pad(s, col_w); };
   std::string out = std::string(label_w, ' ');
-  for (const auto& r : runs) out += cell(r.name);
+  for (const auto& r : runs) out += cell(detail::printable(r.name));
   out += "\n" + std::string(label_w + col_w * runs.size(), '-') + "\n";
   for (const auto& [label, cells] : rows) {
     out += detail::pad(label, label_w - 1, true) + " ";
@@ -114,7 +114,7 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
 
   const auto counts = [&](const std::function<std::size_t(const compared_run&)>& get) {
     std::string c;
-    for (const auto& r : runs) c += (c.empty() ? "" : ", ") + r.name + " " + std::to_string(get(r));
+    for (const auto& r : runs) c += (c.empty() ? "" : ", ") + detail::printable(r.name) + " " + std::to_string(get(r));
     return c;
   };
   out += "wall: " + counts([](const compared_run& r) { return r.measured_steps; }) + " measured steps";

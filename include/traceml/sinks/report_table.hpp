@@ -3,6 +3,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "traceml/config.hpp"
 #include "traceml/sinks/figure_notes.hpp"
@@ -11,6 +12,52 @@
 TRACEML_BEGIN_NAMESPACE
 
 namespace detail {
+/// `s` made safe to print on a terminal: where names from user code or from a file (run and phase
+/// names) become terminal text, they pass through here. Control characters (C0, DEL, and U+0080..
+/// U+009F, with which a terminal begins escape sequences) and bytes that are not UTF-8 are written as
+/// \xNN or \u00NN: an ESC shows as the text \x1b, and a NUL cannot end the text early. Valid UTF-8
+/// passes as it is; with `keep_newlines`, so do line breaks (text of several lines, not a name).
+inline std::string printable(std::string_view s, bool keep_newlines = false) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  const auto escaped = [&](const char* prefix, unsigned char b) {
+    out += prefix;
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  };
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  for (std::size_t i = 0; i < s.size();) {
+    const unsigned char b = byte(i);
+    if (b < 0x80) {
+      if ((b < 0x20 && !(keep_newlines && b == '\n')) || b == 0x7f) escaped("\\x", b);
+      else out += static_cast<char>(b);
+      ++i;
+      continue;
+    }
+    // The length of a well-formed UTF-8 sequence starting here (RFC 3629: no overlong forms, no
+    // surrogates, nothing past U+10FFFF); 0 when it is not one.
+    const std::size_t n = b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    for (std::size_t k = 1; ok && k < n; ++k) ok = (byte(i + k) & 0xc0) == 0x80;
+    if (ok && n > 2) {
+      const unsigned char c = byte(i + 1);
+      ok = !(b == 0xe0 && c < 0xa0) && !(b == 0xed && c > 0x9f) && !(b == 0xf0 && c < 0x90) && !(b == 0xf4 && c > 0x8f);
+    }
+    if (!ok) {
+      escaped("\\x", b);
+      ++i;
+    } else if (b == 0xc2 && byte(i + 1) < 0xa0) {  // U+0080..U+009F: the C1 controls
+      escaped("\\u00", byte(i + 1));
+      i += 2;
+    } else {
+      out.append(s.data() + i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
 inline std::string pad(std::string s, std::size_t width, bool left = false) {
   if (s.size() >= width) return s;
   return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
@@ -56,7 +103,7 @@ inline std::string gpu_cells(const table_columns& c, const std::optional<summary
 
 /// The phase column of a row: nested phases indented and marked.
 inline std::string phase_label(const phase_summary& p) {
-  return pad(p.top_level ? p.name : "  " + p.name + " (nested)", 22, true);
+  return pad(p.top_level ? printable(p.name) : "  " + printable(p.name) + " (nested)", 22, true);
 }
 
 /// The hardware-counter block's columns: the agreement pair only when some sampled step was also
@@ -153,7 +200,7 @@ inline std::string format_table(const run_result& run) {
   const auto& s = run.summary;
   const detail::table_columns cols(s);
   std::string out;
-  out += "traceml: " + run.name + "  (" + std::to_string(s.measured_steps()) + " steps measured, " +
+  out += "traceml: " + detail::printable(run.name) + "  (" + std::to_string(s.measured_steps()) + " steps measured, " +
          std::to_string(s.warmup_steps) + " warm-up excluded)\n";
   std::string header = pad("phase", 22, true) + pad("mean ms", 11) + pad("median", 11) + pad("p10", 11) +
                        pad("p90", 11) + pad("min", 11) + pad("max", 11) + pad("std", 10) + pad("share", 8);

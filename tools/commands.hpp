@@ -1,0 +1,248 @@
+// traceml tools: the subcommands of the `traceml` command (show, compare, html, ranks) as functions
+// that write to streams, for traceml_cli.cpp (which parses the arguments) and for the fuzz target
+// that runs them on files made from its input.
+//
+//   traceml::cli::options o;
+//   o.files = {"a/mlp_summary.json", "b/mlp_summary.json"};
+//   int status = traceml::cli::run(traceml::cli::command::compare, o, std::cout, std::cerr);
+//
+// run() never throws: every failure is one line on `err`, "traceml: FILE: problem" for an input
+// that is not what it should be, "traceml: SUBCOMMAND: what" for anything else (out of memory
+// included), with exit status 2 (1: an output file could not be written). Everything written to
+// `out` and `err` passes through detail::printable(): names and messages quote what the files hold,
+// and a control character there must not reach the terminal.
+#pragma once
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <new>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <traceml/compare.hpp>
+#include <traceml/ranks.hpp>
+#include <traceml/sinks/comparison_json.hpp>
+#include <traceml/sinks/comparison_table.hpp>
+#include <traceml/sinks/html_report.hpp>
+#include <traceml/sinks/report_table.hpp>
+
+#include "steps_reader.hpp"
+#include "summary_reader.hpp"
+
+namespace traceml::cli {
+
+inline constexpr int exit_ok = 0, exit_output = 1, exit_input = 2;
+
+enum class command { show, compare, html, ranks };
+
+inline const char* command_name(command c) {
+  switch (c) {
+    case command::show: return "show";
+    case command::compare: return "compare";
+    case command::html: return "html";
+    case command::ranks: return "ranks";
+  }
+  return "?";
+}
+
+/// The arguments of a subcommand (those another one does not take are ignored).
+struct options {
+  std::vector<std::string> files;
+  std::string json_path;                  ///< compare --json
+  std::string html_path;                  ///< html -o
+  std::string title = "traceml report";   ///< html --title
+  bool group_repeats = false;             ///< compare, html --group-repeats
+  int world_size = 0;                     ///< ranks --world-size (0: the number of files)
+  std::size_t warmup = 0;                 ///< ranks --warmup
+};
+
+/// An input problem: the one line to print, and the status 2.
+struct input_error {
+  std::string message;
+};
+
+namespace detail {
+
+/// Terminal text: the one way the commands write to `out` and `err`.
+inline void print(std::ostream& os, const std::string& text) { os << traceml::detail::printable(text, true); }
+
+/// A run and the file it came from.
+struct loaded_run {
+  run_result run;
+  std::string file;
+};
+
+/// Every run of every file, in order; the first unreadable file stops with its reason.
+inline std::vector<loaded_run> load(const std::vector<std::string>& files) {
+  std::vector<loaded_run> out;
+  for (const auto& f : files) {
+    try {
+      auto saved = tools::read_summary_file(f);
+      if (saved.runs.empty()) throw tools::summary_error("holds no run");
+      for (auto& r : saved.runs) out.push_back({std::move(r), f});
+    } catch (const tools::summary_error& e) {
+      throw input_error{f + ": " + e.what()};
+    }
+  }
+  return out;
+}
+
+/// Column names: the run names, with " (N)" where two runs share a name, as two runs of one program
+/// do (N: the run's position among all runs). With `group_repeats`, runs named NAME#K are repeats of
+/// one column NAME, and N is the file's position (repeats share a file).
+inline std::vector<compared_run> columns(const std::vector<loaded_run>& runs, const std::vector<std::string>& files,
+                                         bool group_repeats) {
+  const auto base = [&](const loaded_run& r) {
+    return group_repeats ? r.run.name.substr(0, r.run.name.rfind('#')) : r.run.name;
+  };
+  std::vector<std::string> names;
+  std::vector<std::vector<run_result>> groups;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    std::string name = base(r);
+    const bool shared = std::any_of(runs.begin(), runs.end(), [&](const loaded_run& o) {
+      return &o != &r && base(o) == name && (!group_repeats || o.file != r.file);
+    });
+    const std::size_t position =
+        group_repeats ? static_cast<std::size_t>(std::find(files.begin(), files.end(), r.file) - files.begin()) : i;
+    if (shared) name += " (" + std::to_string(position + 1) + ")";
+    auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end() || !group_repeats) {
+      names.push_back(name);
+      groups.push_back({r.run});
+    } else {
+      groups[static_cast<std::size_t>(it - names.begin())].push_back(r.run);
+    }
+  }
+  std::vector<compared_run> out;
+  for (std::size_t i = 0; i < names.size(); ++i) out.push_back(make_compared_run(names[i], groups[i]));
+  return out;
+}
+
+inline std::vector<run_result> plain_runs(std::vector<loaded_run> runs) {
+  std::vector<run_result> out;
+  for (auto& r : runs) out.push_back(std::move(r.run));
+  return out;
+}
+
+/// Writes `text` to `path`; false with one line on `err` when it cannot.
+inline bool write_file(const std::string& path, const std::string& text, std::ostream& err) {
+  errno = 0;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const int e = errno;
+  if (f && std::fclose(f) != 0) ok = false;
+  if (!ok) print(err, "traceml: cannot write " + path + ": " + std::strerror(e ? e : errno ? errno : EIO) + "\n");
+  return ok;
+}
+
+}  // namespace detail
+
+/// traceml show: the table of each run in the files, as the profiler printed it.
+inline int show(const options& o, std::ostream& out, std::ostream& /*err*/) {
+  const auto runs = detail::load(o.files);
+  for (std::size_t i = 0; i < runs.size(); ++i) detail::print(out, (i ? "\n" : "") + format_table(runs[i].run));
+  return exit_ok;
+}
+
+/// traceml compare: the runs side by side, and why the slowest is slower.
+inline int compare(const options& o, std::ostream& out, std::ostream& err) {
+  const auto runs = detail::load(o.files);
+  auto cols = detail::columns(runs, o.files, o.group_repeats);
+  if (cols.size() < 2)
+    throw input_error{"compare needs at least two runs; " + o.files.front() + " holds " + std::to_string(runs.size()) +
+                      (runs.size() == 1 ? " run" : " runs") + (o.group_repeats ? " of one name" : "")};
+  const auto c = compare_runs(std::move(cols));
+  detail::print(out, format_comparison_table(c.runs) + "\n" + c.explanation);
+  if (!o.json_path.empty() && !detail::write_file(o.json_path, comparison_json(c), err)) return exit_output;
+  return exit_ok;
+}
+
+/// traceml html: the HTML report of the runs (several: compared, with the explanation).
+inline int html(const options& o, std::ostream& /*out*/, std::ostream& err) {
+  auto runs = detail::load(o.files);
+  std::string explanation;
+  if (runs.size() > 1) explanation = compare_runs(detail::columns(runs, o.files, o.group_repeats)).explanation;
+  const std::string report = html_report(detail::plain_runs(std::move(runs)), o.title, explanation);
+  return detail::write_file(o.html_path, report, err) ? exit_ok : exit_output;
+}
+
+/// traceml ranks: the ranks of one data-parallel run side by side (one per-step JSONL per rank).
+inline int ranks(const options& o, std::ostream& out, std::ostream& err) {
+  const auto& files = o.files;
+  const int world_size = o.world_size == 0 ? static_cast<int>(files.size()) : o.world_size;
+  if (world_size < 1 || static_cast<std::size_t>(world_size) < files.size())
+    throw input_error{"ranks: " + std::to_string(files.size()) + " files for a world size of " + std::to_string(world_size) +
+                      " (one file per rank, rank 0 first)"};
+  std::vector<rank_steps> got;
+  std::map<int, std::string> file_of_rank;  // files whose lines say their rank may come in any order
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    try {
+      auto r = tools::read_rank_steps(files[i], static_cast<int>(i));
+      if (r.cut_line)
+        detail::print(err, "traceml: " + files[i] + ": its last line is cut (the rank stopped while writing it); left out\n");
+      if (r.steps.rank >= world_size)
+        throw input_error{files[i] + ": its lines say rank " + std::to_string(r.steps.rank) + ", beyond a world size of " +
+                          std::to_string(world_size)};
+      const auto [at, fresh] = file_of_rank.emplace(r.steps.rank, files[i]);
+      if (!fresh)
+        throw input_error{"ranks: " + at->second + " and " + files[i] + " are both rank " + std::to_string(r.steps.rank) +
+                          (r.labelled ? " (as their lines say)" : "")};
+      got.push_back(std::move(r.steps));
+    } catch (const tools::steps_error& e) {
+      throw input_error{files[i] + ": " + e.what()};
+    }
+  }
+  rank_merge merged;
+  try {
+    merged = merge_ranks(got, world_size, o.warmup);
+  } catch (const std::invalid_argument& e) {  // what the checks above left: said as an input problem
+    throw input_error{std::string("ranks: ") + e.what()};
+  }
+  detail::print(out, format_rank_table(merged));
+  return exit_ok;
+}
+
+/// Runs one subcommand; never throws. Exit status 0, 1 (an output not written) or 2 (anything else,
+/// with one line on `err`).
+inline int run(command c, const options& o, std::ostream& out, std::ostream& err) noexcept {
+  const char* name = command_name(c);
+  // Written without building a string, which might need the memory that just ran out.
+  const auto fail = [&](const char* what) {
+    try {
+      err << "traceml: " << name << ": " << what << "\n";
+    } catch (...) {
+    }
+    return exit_input;
+  };
+  try {
+    try {
+      switch (c) {
+        case command::show: return show(o, out, err);
+        case command::compare: return compare(o, out, err);
+        case command::html: return html(o, out, err);
+        case command::ranks: return ranks(o, out, err);
+      }
+      return fail("unknown subcommand");
+    } catch (const input_error& e) {
+      detail::print(err, "traceml: " + traceml::detail::printable(e.message) + "\n");
+      return exit_input;
+    } catch (const std::bad_alloc&) {
+      return fail("out of memory");
+    } catch (const std::exception& e) {
+      detail::print(err, std::string("traceml: ") + name + ": " + traceml::detail::printable(e.what()) + "\n");
+      return exit_input;
+    }
+  } catch (const std::bad_alloc&) {  // printing the message needed memory too
+    return fail("out of memory");
+  } catch (...) {
+    return fail("unknown error");
+  }
+}
+
+}  // namespace traceml::cli
