@@ -16,7 +16,9 @@
 // subcommands themselves are in commands.hpp.
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -99,7 +101,13 @@ int parse_and_run(int argc, char** argv) {
                          : ranks_cmd->parsed()   ? cli::command::ranks
                                                  : cli::command::html;
   subcommand = cli::command_name(c);
-  return cli::run(c, o, std::cout, std::cerr);
+  const int status = cli::run(c, o, std::cout, std::cerr);
+  // What went to stdout must have reached it (`traceml show x > /dev/full` is a failure, not a 0).
+  if (!(std::cout << std::flush) || std::fflush(stdout) != 0) {
+    std::fprintf(stderr, "traceml: %s: cannot write the output: %s\n", subcommand, std::strerror(errno ? errno : EIO));
+    return cli::exit_input;
+  }
+  return status;
 }
 
 }  // namespace
