@@ -22,8 +22,9 @@
 
 TRACEML_BEGIN_NAMESPACE
 
-/// Base class with no-op hooks; override the ones you need. `name` arguments of phase hooks must
-/// have static storage (string literals, tag names, or intern()). Hooks should not throw.
+/// Base class with no-op hooks; override the ones you need. A `name` given to a phase hook need only
+/// be valid during the call (recording_callback keeps a copy: traceml::intern()); a callback of your
+/// own that keeps it must do the same. Hooks should not throw.
 class callback {
  public:
   virtual ~callback() = default;
@@ -54,7 +55,7 @@ class callback_list {
   void on_step_end() { reverse_order([](callback& c) { c.on_step_end(); }); }
   void on_microbatch_begin() { forward_order([](callback& c) { c.on_microbatch_begin(); }); }
   void on_microbatch_end() { reverse_order([](callback& c) { c.on_microbatch_end(); }); }
-  /// `name` defaults to the kind's own name ("forward"); a name given must have static storage.
+  /// `name` defaults to the kind's own name ("forward"); a name given need only be valid during the call.
   void on_phase_begin(phase_kind kind, const char* name = nullptr) {
     const char* n = name ? name : to_string(kind);
     forward_order([&](callback& c) { c.on_phase_begin(kind, n); });
@@ -148,7 +149,8 @@ inline void hook_end(phase_kind kind, const char* name) noexcept {
     return;
   }
   open_span& top = s.spans[s.size - 1];
-  if (top.kind != kind || !same_name(top.name, name)) {
+  // A begin hook past the name table's bounds recorded too_many_names_label: its end matches by kind.
+  if (top.kind != kind || !(same_name(top.name, name) || top.name == too_many_names_label)) {
     report_end_out_of_order(kind, name, top);
     return;
   }
@@ -215,13 +217,19 @@ class recording_callback : public callback {
   void on_microbatch_begin() override { detail::hook_begin(phase_kind::microbatch, "microbatch"); }
   /// Closes the micro-batch: as TRACEML_MICROBATCH()'s destructor.
   void on_microbatch_end() override { detail::hook_end(phase_kind::microbatch, "microbatch"); }
-  /// Opens a phase: as a phase scope's constructor, plus a stack push.
+  /// Opens a phase: as a phase scope's constructor, plus a stack push. A name other than the kind's
+  /// own (to_string(kind), which callback_list passes by default) is recorded as its copy in the
+  /// name table, so that it may be freed once the hook returns: a hash of the text and one compare
+  /// more (no lock, no allocation for a text this thread used lately; named_phase says the rest).
   void on_phase_begin(phase_kind kind, const char* name) override {
     if (!is_phase(kind)) {
       report_once("hook-phase-kind", "on_phase_begin() given a step/microbatch kind; use their own hooks");
       return;
     }
-    detail::hook_begin(kind, name ? name : to_string(kind));
+    const char* own = to_string(kind);
+    const char* kept = !name || name == own ? own : !*name ? detail::empty_name : detail::intern_name(name, std::strlen(name));
+    // Out of memory (said once): its end hook matches by kind, as past the table's bounds.
+    detail::hook_begin(kind, kept ? kept : detail::too_many_names_label);
   }
   /// Closes a phase: as a phase scope's destructor, plus a name compare.
   void on_phase_end(phase_kind kind, const char* name) override {

@@ -19,8 +19,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
 
 #include "traceml/config.hpp"
+#include "traceml/detail/name_table.hpp"
 #include "traceml/phase_kind.hpp"
 #include "traceml/record.hpp"
 #if TRACEML_ENABLED
@@ -58,17 +62,60 @@ template <class Tag>
 struct tag_kind<Tag, decltype(void(Tag::kind))> { static constexpr phase_kind value = Tag::kind; };
 }  // namespace detail
 
+/// A phase name given at run time, as named_phase and TRACEML_PHASE_NAMED take any name that is not
+/// a string literal: a `const char*` (up to its NUL), a std::string or a std::string_view (its
+/// size() bytes). A view only, valid while the scope's constructor runs: the scope copies the text
+/// into the process-lifetime name table (detail/name_table.hpp) before it returns, so the string
+/// may be freed or overwritten as soon as the scope is open.
+class runtime_phase_name {
+ public:
+  runtime_phase_name(const char* s) noexcept : data_(s), size_(s ? unknown_size : 0) {}
+  runtime_phase_name(const std::string& s) noexcept : data_(s.data()), size_(s.size()) {}
+  runtime_phase_name(std::string_view s) noexcept : data_(s.data()), size_(s.size()) {}
+  const char* data() const noexcept { return data_; }
+  /// The bytes of the name (a strlen for a `const char*`, done only here: not when compiled out).
+  std::size_t size() const noexcept { return size_ != unknown_size ? size_ : std::strlen(data_); }
+
+ private:
+  static constexpr std::size_t unknown_size = static_cast<std::size_t>(-1);
+  const char* data_;
+  std::size_t size_;
+};
+
 #if TRACEML_ENABLED
 namespace detail {
-/// A run-time phase name must be a non-empty string: a null or empty one makes the scope record
-/// nothing (a record without a name would be a phase nobody can find), said once per process.
-inline bool usable_phase_name(const char* name) noexcept {
-  if (name && *name) return true;
+/// Said once per process: a run-time phase name was null or empty, and its scope records nothing
+/// (a record without a name would be a phase nobody can find). Cold (stderr).
+inline void report_unusable_phase_name(bool null) noexcept {
   static std::atomic<bool> said{false};
   if (!said.exchange(true, std::memory_order_relaxed))
     std::fprintf(stderr, "traceml: a phase with a%s name was ignored (named_phase and TRACEML_PHASE_NAMED need a "
-                 "non-empty string that outlives the profiler)\n", name ? "n empty" : " null");
+                 "non-empty string)\n", null ? " null" : "n empty");
+}
+
+/// A phase name must be a non-empty string: a null or empty one makes the scope record nothing.
+inline bool usable_phase_name(const char* name) noexcept {
+  if (name && *name) return true;
+  report_unusable_phase_name(!name);
   return false;
+}
+
+/// The name a scope given a run-time name records: the name table's copy of its text (the same
+/// pointer for the same text) and its kind, or a null text when the name is null or empty (said
+/// once) or memory ran out (said once). Cost: detail::intern_phase_name's (a hash of the text and,
+/// for a text this thread used lately, one compare: no lock, no allocation; otherwise a lock, and
+/// the first time an allocation) plus a strlen for a `const char*`.
+inline interned_name kept_phase_name(runtime_phase_name name) noexcept {
+  if (!name.data()) {
+    report_unusable_phase_name(true);
+    return {};
+  }
+  const std::size_t n = name.size();
+  if (n == 0) {
+    report_unusable_phase_name(false);
+    return {};
+  }
+  return intern_phase_name(name.data(), n);
 }
 }  // namespace detail
 #endif
@@ -114,22 +161,56 @@ using scoped_step = scoped_phase<phase::step>;
 /// One forward+backward inside a step. Numbered 0, 1, ... inside each step.
 using scoped_microbatch = scoped_phase<phase::microbatch>;
 
-/// A phase named at run time. `name` must outlive the profiler (a string literal, or intern()).
-/// A built-in name ("forward", ...) gives that kind; anything else is a user phase.
-///   { traceml::named_phase p("tokenize"); ... }
+/// A phase named at run time. A built-in name ("forward", ...) gives that kind; anything else is a
+/// user phase.
+///   { traceml::named_phase p("tokenize"); ... }                                  // kept as is
+///   { traceml::named_phase p(std::string("layer_") + std::to_string(i)); ... }   // copied once
+/// A string literal is kept by address, at no cost beyond a scope's (so is any `const char` array,
+/// which must then live as long as a literal). Any other name (a `const char*`, std::string,
+/// std::string_view, a writable char buffer) is copied into the process-lifetime name table, once
+/// per distinct text, so that it may be freed or overwritten while the scope is open or before the
+/// profiler reads it; the scope then costs a hash of the text and one compare more (no lock, no
+/// allocation for a text this thread used lately: detail/name_table.hpp; about 10 ns on an x86
+/// server for names up to 32 bytes). With recording switched off (set_enabled(false)) nothing is
+/// copied.
 class named_phase : public scope_guard_base {
  public:
 #if TRACEML_ENABLED
-  explicit named_phase(const char* name) noexcept {
+  template <std::size_t N>
+  explicit named_phase(const char (&name)[N]) noexcept {
     if (detail::usable_phase_name(name)) detail::begin_span(span_, phase_kind_from_name(name), name);
   }
-  named_phase(phase_kind kind, const char* name) noexcept {
+  template <std::size_t N>
+  named_phase(phase_kind kind, const char (&name)[N]) noexcept {
     if (detail::usable_phase_name(name)) detail::begin_span(span_, kind, name);
+  }
+  /// A writable buffer may change before the step ends: copied, as any run-time name.
+  template <std::size_t N>
+  explicit named_phase(char (&name)[N]) noexcept : named_phase(runtime_phase_name(static_cast<const char*>(name))) {}
+  template <std::size_t N>
+  named_phase(phase_kind kind, char (&name)[N]) noexcept : named_phase(kind, runtime_phase_name(static_cast<const char*>(name))) {}
+  explicit named_phase(runtime_phase_name name) noexcept {
+    if (!detail::recorder().enabled.load(std::memory_order_relaxed)) return;  // off: nothing copied
+    const detail::interned_name kept = detail::kept_phase_name(name);
+    if (kept.text) detail::begin_span(span_, kept.kind, kept.text);
+  }
+  named_phase(phase_kind kind, runtime_phase_name name) noexcept {
+    if (!detail::recorder().enabled.load(std::memory_order_relaxed)) return;
+    const detail::interned_name kept = detail::kept_phase_name(name);
+    if (kept.text) detail::begin_span(span_, kind, kept.text);
   }
   ~named_phase() { detail::end_span(span_); }
 #else
-  explicit named_phase(const char*) noexcept {}
-  named_phase(phase_kind, const char*) noexcept {}
+  template <std::size_t N>
+  explicit named_phase(const char (&)[N]) noexcept {}
+  template <std::size_t N>
+  named_phase(phase_kind, const char (&)[N]) noexcept {}
+  template <std::size_t N>
+  explicit named_phase(char (&)[N]) noexcept {}
+  template <std::size_t N>
+  named_phase(phase_kind, char (&)[N]) noexcept {}
+  explicit named_phase(runtime_phase_name) noexcept {}
+  named_phase(phase_kind, runtime_phase_name) noexcept {}
   ~named_phase() {}
 #endif
 };
@@ -146,8 +227,10 @@ TRACEML_END_NAMESPACE
   ::traceml::scoped_phase<::traceml::phase::builtin> TRACEML_CONCAT(traceml_scope_, __COUNTER__)
 /// TRACEML_PHASE_TAG(my_tag): a phase named by a tag type.
 #define TRACEML_PHASE_TAG(tag) ::traceml::scoped_phase<tag> TRACEML_CONCAT(traceml_scope_, __COUNTER__)
-/// TRACEML_PHASE_NAMED("tokenize"): a phase named by a string with static storage.
-#define TRACEML_PHASE_NAMED(name) ::traceml::named_phase TRACEML_CONCAT(traceml_scope_, __COUNTER__)(name)
+/// TRACEML_PHASE_NAMED("tokenize"): a phase named by a string: a literal is kept as is, any other
+/// string (std::string, string_view, const char*) is copied once per distinct text (named_phase).
+/// Braces: TRACEML_PHASE_NAMED(std::string(s)) declares a scope, not a function.
+#define TRACEML_PHASE_NAMED(name) ::traceml::named_phase TRACEML_CONCAT(traceml_scope_, __COUNTER__){name}
 #else
 #define TRACEML_STEP() static_cast<void>(0)
 #define TRACEML_MICROBATCH() static_cast<void>(0)

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <type_traits>
 
 #include <traceml/traceml.hpp>
@@ -34,6 +36,7 @@ TEST_CASE("compiled-out macros never evaluate their arguments", "[disabled]") {
     TRACEML_PHASE_TAG(tokenize);
     TRACEML_PHASE_NAMED((++counter, "x"));
     TRACEML_PHASE_NAMED(counted_name());
+    TRACEML_PHASE_NAMED(std::string(counted_name()) + std::to_string(++counter));
   }
   CHECK(counter == 0);
 }
@@ -46,6 +49,11 @@ TEST_CASE("compiled-out scopes and hooks still build, and the run switch reads o
     traceml::scoped_phase<tokenize> user;
     traceml::named_phase named("tokenize");
     traceml::named_phase kinded(traceml::phase_kind::backward, "backward");
+    const std::string built = std::string("layer_") + std::to_string(3);
+    traceml::named_phase from_string(built);
+    traceml::named_phase from_view(traceml::phase_kind::forward, std::string_view(built));
+    traceml::named_phase from_pointer(built.c_str());
+    CHECK(std::string(traceml::intern(built)) == "layer_3");  // the table works in every build
   }
   // A disabled scope holds no state: it costs nothing on the stack either.
   static_assert(std::is_empty<traceml::scoped_phase<traceml::phase::forward>>::value);

@@ -2,6 +2,8 @@
 // (this file is built into both): construction cannot throw, a scope cannot be copied, moved or
 // put on the heap (a scope that outlives its block would record a lie).
 #include <catch2/catch.hpp>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -41,11 +43,19 @@ static_assert(std::is_nothrow_default_constructible_v<traceml::scoped_phase<trac
 static_assert(std::is_nothrow_default_constructible_v<traceml::scoped_phase<tokenize>>);
 static_assert(std::is_nothrow_constructible_v<traceml::named_phase, const char*>);
 static_assert(std::is_nothrow_constructible_v<traceml::named_phase, traceml::phase_kind, const char*>);
+// Names built at run time: copied into the name table, so any string type will do.
+static_assert(std::is_nothrow_constructible_v<traceml::named_phase, std::string>);
+static_assert(std::is_nothrow_constructible_v<traceml::named_phase, const std::string&>);
+static_assert(std::is_nothrow_constructible_v<traceml::named_phase, std::string_view>);
+static_assert(std::is_nothrow_constructible_v<traceml::named_phase, char (&)[16]>);
+static_assert(std::is_nothrow_constructible_v<traceml::named_phase, const char (&)[9]>);
+static_assert(std::is_nothrow_constructible_v<traceml::named_phase, traceml::phase_kind, std::string>);
 static_assert(std::is_nothrow_destructible_v<traceml::scoped_phase<traceml::phase::forward>>);
 static_assert(std::is_nothrow_destructible_v<traceml::named_phase>);
 
 // A named phase takes its name explicitly: no silent conversion from a string.
 static_assert(!std::is_convertible_v<const char*, traceml::named_phase>);
+static_assert(!std::is_convertible_v<std::string, traceml::named_phase>);
 
 static_assert(pinned_to_its_block<traceml::scoped_step>());
 static_assert(pinned_to_its_block<traceml::scoped_microbatch>());
