@@ -1,5 +1,8 @@
 // traceml: a small streaming JSON writer, so the core needs no JSON library. Writes compact JSON
-// with correct string escaping; non-finite numbers become null (JSON has no NaN).
+// with correct string escaping; non-finite numbers become null (JSON has no NaN). Every string of
+// every JSON output (the summary, the step JSONL, the Chrome trace, the comparison and sweep objects)
+// goes through append_json_string_body(): any byte string comes out as valid JSON, whatever the
+// names it was given (invalid UTF-8 becomes U+FFFD, control characters are escaped).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -13,6 +16,85 @@
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
+
+/// Length of the well-formed UTF-8 sequence that starts at p[0] (a lead byte >= 0x80), or 0 when
+/// the bytes there are not one: a stray continuation byte, an overlong form (C0, C1, E0 80-9F, F0
+/// 80-8F), a surrogate (ED A0-BF), beyond U+10FFFF (F4 90-BF, F5-FF), or a sequence cut short.
+/// `invalid_length` is then the bytes that make up the maximal ill-formed prefix (at least 1):
+/// what one U+FFFD replaces, as the Unicode standard recommends (so that "\xE4\xB8" followed by
+/// ASCII loses one character, not the ASCII). Pure; reads at most 4 bytes, never past `n`.
+inline std::size_t utf8_sequence_length(const unsigned char* p, std::size_t n, std::size_t& invalid_length) noexcept {
+  const unsigned char c = p[0];
+  std::size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) len = 2;
+  else if (c == 0xE0) { len = 3; lo = 0xA0; }
+  else if (c >= 0xE1 && c <= 0xEC) len = 3;
+  else if (c == 0xED) { len = 3; hi = 0x9F; }
+  else if (c >= 0xEE && c <= 0xEF) len = 3;
+  else if (c == 0xF0) { len = 4; lo = 0x90; }
+  else if (c >= 0xF1 && c <= 0xF3) len = 4;
+  else if (c == 0xF4) { len = 4; hi = 0x8F; }
+  invalid_length = 1;
+  if (len == 0) return 0;
+  for (std::size_t i = 1; i < len; ++i) {
+    if (i >= n) return 0;
+    const unsigned char b = p[i];
+    const bool ok = i == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
+    if (!ok) return 0;
+    invalid_length = i + 1;  // the lead and the continuation bytes so far belong to one bad sequence
+  }
+  return len;
+}
+
+/// Appends the body of a JSON string (without the quotes) holding `n` bytes from `s`: `"` and `\`
+/// escaped, \n \r \t as such and every other control character (below 0x20, and 0x7F) as
+/// \u00XX, well-formed UTF-8 copied unchanged ("vorwärts", "前向" round-trip), and each ill-formed
+/// sequence replaced by U+FFFD, so that the output is valid JSON (RFC 8259) for any bytes. Cost:
+/// one pass over the bytes; runs of plain ASCII are appended whole.
+inline void append_json_string_body(std::string& out, const char* s, std::size_t n) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s);
+  std::size_t run = 0;  // start of the pending run of bytes copied as they are
+  std::size_t i = 0;
+  const auto flush = [&] {
+    if (i > run) out.append(s + run, i - run);
+  };
+  while (i < n) {
+    const unsigned char c = p[i];
+    if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
+      ++i;
+      continue;
+    }
+    if (c >= 0x80) {
+      std::size_t bad = 1;
+      if (const std::size_t len = utf8_sequence_length(p + i, n - i, bad)) {
+        i += len;
+        continue;
+      }
+      flush();
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+      i += bad;
+      run = i;
+      continue;
+    }
+    flush();
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default: {
+        static const char hex[] = "0123456789abcdef";
+        const char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xF]};
+        out.append(esc, sizeof esc);
+      }
+    }
+    ++i;
+    run = i;
+  }
+  flush();
+}
 
 class json_writer {
  public:
@@ -81,23 +163,7 @@ class json_writer {
   }
   void write_string(const std::string& s) {
     out_ += '"';
-    for (unsigned char c : s) {
-      switch (c) {
-        case '"': out_ += "\\\""; break;
-        case '\\': out_ += "\\\\"; break;
-        case '\n': out_ += "\\n"; break;
-        case '\r': out_ += "\\r"; break;
-        case '\t': out_ += "\\t"; break;
-        default:
-          if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out_ += buf;
-          } else {
-            out_ += static_cast<char>(c);
-          }
-      }
-    }
+    append_json_string_body(out_, s.data(), s.size());
     out_ += '"';
   }
 
