@@ -292,19 +292,29 @@ class profiler : public recording_callback, private recorder_observer {
     try {
       std::lock_guard<std::mutex> lock(mu_);
       if (finished_) return;
-      absorb_records();
+      const std::uint64_t lost = absorb_records(step.step);
       std::vector<span_record> spans;
       std::vector<span_record> rest;
+      bool has_step_record = false;
       for (const auto& r : pending_) {
-        if (r.step == step.step) spans.push_back(r);
-        else if (r.step > step.step) rest.push_back(r);  // a later step, already open elsewhere
-        else ++late_;  // closed after its step was summarized (a worker outlived the step)
+        if (r.step == step.step) {
+          spans.push_back(r);
+          has_step_record = has_step_record || r.kind == phase_kind::step;
+        } else if (r.step > step.step) {
+          rest.push_back(r);  // a later step, already open elsewhere
+        } else {
+          ++late_;  // closed after its step was summarized (a worker outlived the step)
+        }
       }
       pending_.swap(rest);
+      // The ring keeps room for step records (thread_ring::reserved); a thread without a ring (out
+      // of memory) has none: the step is still the one the recorder just closed.
+      if (!has_step_record) spans.push_back(step);
       if (late_) report_once("late-records", "phases on other threads ended after their step was summarized; "
                                              "they are in the trace but not in the step statistics");
       auto st = compute_step(step.step, spans);
       if (!st) return;
+      st->lost_phases = lost;
       waiting_.push_back(std::move(*st));
       if (keeps_trace_data()) trace_spans_.emplace_back(step.step, spans);
       if (gpu_) {
@@ -374,7 +384,9 @@ class profiler : public recording_callback, private recorder_observer {
   }
 
   /// Cost: the records taken (at most the closing thread's ring plus max_other_thread_records).
-  void absorb_records() {
+  /// Returns the records full rings dropped since the previous drain: at the end of step `step`,
+  /// what that step lost (-1: the run's end, after its last step).
+  std::uint64_t absorb_records(std::int32_t step = -1) {
     const auto counts = detail::drain_step_end(
         [this](const span_record& r) {
           if (r.step < 0) return;  // outside any step: nothing to attribute it to
@@ -383,11 +395,19 @@ class profiler : public recording_callback, private recorder_observer {
         options_.max_other_thread_records);
     dropped_ += counts.ring_full;
     capped_ += counts.capped;
-    if (dropped_)
-      report_once("ring-full", "CPU records were dropped: a thread recorded more than " +
-                                   std::to_string(detail::thread_ring::capacity) +
-                                   " scopes between two step ends, and its ring was full (the thread never waits "
-                                   "for room); the run's count is the summary's dropped_records");
+    if (counts.ring_full)
+      report_once("ring-full", (step >= 0 ? "step " + std::to_string(step) + " lost " + std::to_string(counts.ring_full) +
+                                                " phase records to a full ring"
+                                          : std::to_string(counts.ring_full) + " CPU records were dropped after the last "
+                                                                               "step, to a full ring") +
+                                   ": a thread recorded more than " + std::to_string(detail::thread_ring::phase_room) +
+                                   " phases between two step ends (its ring holds " +
+                                   std::to_string(detail::thread_ring::capacity) + " records, " +
+                                   std::to_string(detail::thread_ring::reserved) + " of them kept for step and "
+                                   "micro-batch ends; the thread never waits for room). Such a step is kept with the "
+                                   "phases that fit, so its phase times are undercounted; each one says how many it "
+                                   "lost (lost_phases in its JSONL line and in the summary's steps), the table counts "
+                                   "them, and the run's count is the summary's dropped_records");
     if (counts.capped)
       report_once("drain-capped", std::to_string(counts.capped_rings) + " threads other than the training thread "
                                   "recorded more than a step end takes from them (profiler_options::"
@@ -402,6 +422,7 @@ class profiler : public recording_callback, private recorder_observer {
                                        "follow one another, so that step and every later overlapping one are "
                                        "ignored, and their phases count in the step that was open, as a worker "
                                        "thread's do; the run's count is the summary's overlapping_steps");
+    return counts.ring_full;
   }
 
   void attach_reports(std::vector<step_gpu_report> reports) {

@@ -221,6 +221,7 @@ class run_accumulator {
     total_wall_ms_ += st.wall_ms;
     add_to_timeline(st);
     if (st.gpu) dropped_gpu_ += st.gpu->dropped_records;
+    lossy_steps_ += st.lost_phases > 0;
     if (steps_ <= 2 * warmup_) {  // warm-up or not: decided once the run has 2 x warm-up steps
       head_.push_back(st);
       if (steps_ == 2 * warmup_) flush_head(warmup_);
@@ -257,6 +258,8 @@ class run_accumulator {
     s.peak_reserved_bytes = peak_reserved_;
     s.unattributed_kernels = unattributed_;
     s.dropped_gpu_records = dropped_gpu_;
+    s.steps_with_lost_phases = lossy_steps_;
+    s.measured_steps_with_lost_phases = measured_lossy_steps_;
     s.timeline = timeline_;
     return s;
   }
@@ -330,6 +333,7 @@ class run_accumulator {
     const bool base = !rec && !discarded && !after;
     step_.add(st.wall_ms);
     residual_.add(st.residual_ms);
+    measured_lossy_steps_ += st.lost_phases > 0;
     if (timed) step_gpu_.add(ms(st.gpu->total.span_ns));
     if (st.gpu) {
       peak_allocated_ = std::max(peak_allocated_, st.gpu->peak_allocated_bytes);
@@ -481,6 +485,7 @@ class run_accumulator {
   std::unordered_map<phase_key, std::size_t, phase_key_hash> index_;
   std::int64_t peak_allocated_ = -1, peak_reserved_ = -1;
   std::uint64_t unattributed_ = 0, dropped_gpu_ = 0;
+  std::uint64_t lossy_steps_ = 0, measured_lossy_steps_ = 0;  // steps that lost phases to a full ring
   std::vector<step_bucket> timeline_;
   std::uint32_t bucket_steps_ = 1;
 };

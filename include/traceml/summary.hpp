@@ -40,6 +40,12 @@ struct step_result {
   int microbatches = 0;
   std::vector<phase_time> phases;  ///< in order of first appearance
   std::optional<step_gpu_report> gpu;
+  /// CPU records (phases, rarely micro-batches) that full per-thread rings dropped since the previous
+  /// step's end: a thread recorded more than detail::thread_ring::phase_room phases in between. The
+  /// step itself is kept, its figures computed from the phases that were kept, so they undercount
+  /// by this many phases; 0 for a whole step. (Other threads' records that a step end left out to
+  /// bound its cost are not counted here: run_summary::capped_records.)
+  std::uint64_t lost_phases = 0;
 
   const phase_time* find(phase_kind kind, const std::string& name) const {
     for (const auto& p : phases)
@@ -193,7 +199,11 @@ struct run_summary {
   baseline_means baseline;
   std::int64_t peak_allocated_bytes = -1;
   std::int64_t peak_reserved_bytes = -1;
-  std::uint64_t dropped_records = 0;       ///< CPU records lost to full rings
+  std::uint64_t dropped_records = 0;       ///< CPU records lost to full rings (the run's total)
+  /// Steps that lost phases to a full ring (step_result::lost_phases > 0), warm-up included, and of
+  /// them the measured steps, on which the statistics above rest: those undercount their phases.
+  std::uint64_t steps_with_lost_phases = 0;
+  std::uint64_t measured_steps_with_lost_phases = 0;
   /// CPU records of threads other than the training thread that step ends left out: beyond
   /// profiler_options::max_other_thread_records per step.
   std::uint64_t capped_records = 0;

@@ -157,7 +157,7 @@ TEST_CASE("a step-end drain takes the calling thread's records whole and at most
   std::vector<std::thread> pool;
   for (int t = 0; t < fillers; ++t)
     pool.emplace_back([] {
-      for (std::size_t i = 0; i < detail::thread_ring::capacity; ++i) {
+      for (std::size_t i = 0; i < detail::thread_ring::phase_room; ++i) {
         TRACEML_PHASE_NAMED("filler");
       }
     });
@@ -171,7 +171,7 @@ TEST_CASE("a step-end drain takes the calling thread's records whole and at most
       [&](const span_record& r) { (std::string(r.name) == "forward" ? own : others) += 1; }, limit);
   CHECK(own == 3000);
   CHECK(others == limit);  // 25 of each full ring
-  CHECK(counts.capped == fillers * detail::thread_ring::capacity - limit);
+  CHECK(counts.capped == fillers * detail::thread_ring::phase_room - limit);
   CHECK(counts.capped_rings == fillers);
   CHECK(counts.ring_full == 0);  // exactly full, nothing lost to the rings themselves
 

@@ -175,8 +175,36 @@ TEST_CASE("a full ring drops and counts records instead of blocking", "[scopes]"
   for (std::size_t i = 0; i < detail::thread_ring::capacity + extra; ++i) { TRACEML_PHASE(forward); }
   std::size_t seen = 0;
   const auto dropped = detail::drain_all([&](const span_record&) { ++seen; });
-  CHECK(seen == detail::thread_ring::capacity);
-  CHECK(dropped == extra);
+  CHECK(seen == detail::thread_ring::phase_room);  // phases leave the reserve to step ends
+  CHECK(dropped == detail::thread_ring::capacity + extra - detail::thread_ring::phase_room);
+}
+
+TEST_CASE("a ring full of phases keeps room for micro-batch and step records", "[scopes]") {
+  reset_recorder();
+  using detail::thread_ring;
+  static_assert(thread_ring::phase_room + thread_ring::reserved == thread_ring::capacity);
+  static_assert(thread_ring::reserved >= 2);
+  std::size_t micro_kept = 0, steps_kept = 0, phases_kept = 0;
+  {
+    TRACEML_STEP();
+    {
+      TRACEML_MICROBATCH();
+      for (std::size_t i = 0; i < thread_ring::capacity; ++i) { TRACEML_PHASE(forward); }
+    }
+    // Micro-batches may fill the reserve but its last slot, which waits for the step.
+    for (std::size_t i = 0; i < thread_ring::reserved; ++i) { TRACEML_MICROBATCH(); }
+  }
+  const std::uint64_t dropped = detail::drain_all([&](const span_record& r) {
+    if (r.kind == phase_kind::step) ++steps_kept;
+    else if (r.kind == phase_kind::microbatch) ++micro_kept;
+    else ++phases_kept;
+  });
+  CHECK(phases_kept == thread_ring::phase_room);
+  // 1 + reserved micro-batches closed after the phases filled their room: the reserve but the
+  // step's slot holds reserved - 1 of them.
+  CHECK(micro_kept == thread_ring::reserved - 1);
+  CHECK(steps_kept == 1);
+  CHECK(dropped == (thread_ring::capacity - thread_ring::phase_room) + 2);
 }
 
 TEST_CASE("rings of exited threads are reused once drained", "[scopes][threads]") {
@@ -196,7 +224,7 @@ TEST_CASE("rings of exited threads are reused once drained", "[scopes][threads]"
   }
   // An exited thread's undrained ring is not handed to a new thread: the new thread gets a whole
   // ring's room, so nothing it records is dropped.
-  const std::size_t almost_full = detail::thread_ring::capacity - 1;
+  const std::size_t almost_full = detail::thread_ring::phase_room - 1;
   std::thread([&] { for (std::size_t i = 0; i < almost_full; ++i) { TRACEML_PHASE(dataloader); } }).join();
   std::thread([] { for (int i = 0; i < 10; ++i) { TRACEML_PHASE(forward); } }).join();
   std::size_t seen = 0;

@@ -41,9 +41,21 @@ class recorder_observer {
 namespace detail {
 
 /// Single-producer (the owning thread) single-consumer (the drain, under drain_mu) ring.
+///
+/// Phase records may fill only phase_room of its slots; the last `reserved` are kept for the records
+/// that close micro-batches and steps (a micro-batch may take all but the last slot, a step every
+/// slot). A step on whose thread more phases ended than the ring holds thus still ends: its own
+/// record finds room, and the phases that did not (counted in `dropped`) are what the profiler says
+/// that step lost (step_result::lost_phases).
 struct thread_ring {
   static constexpr std::size_t capacity = std::size_t{1} << 14;  // 16384 records, 640 KiB
   static constexpr std::size_t mask = capacity - 1;
+  static constexpr std::size_t reserved = 256;  ///< slots phase records may not take
+  static constexpr std::size_t phase_room = capacity - reserved;  ///< phase records a ring holds
+  /// The slots a record of `kind` may fill (what end_span passes to claim()).
+  static constexpr std::uint64_t room_for(phase_kind kind) noexcept {
+    return kind == phase_kind::step ? capacity : kind == phase_kind::microbatch ? capacity - 1 : phase_room;
+  }
 
   alignas(64) std::atomic<std::uint64_t> head{0};  // next slot the consumer reads
   alignas(64) std::atomic<std::uint64_t> tail{0};  // next slot the producer writes
@@ -52,11 +64,12 @@ struct thread_ring {
   std::uint32_t thread_id = 0;                     // of the thread that owns it now
   span_record slots[capacity];
 
-  /// The next free slot for the producer to fill in place, then publish(); nullptr when the ring is
-  /// full (the loss is counted: the training thread never blocks).
-  span_record* claim() noexcept {
+  /// The next free slot for the producer to fill in place, then publish(); nullptr when `room` of
+  /// the ring's slots (room_for(): fewer for phases than for steps) are taken (the loss is counted:
+  /// the training thread never blocks).
+  span_record* claim(std::uint64_t room = capacity) noexcept {
     const std::uint64_t t = tail.load(std::memory_order_relaxed);
-    if (t - head.load(std::memory_order_acquire) >= capacity) {
+    if (t - head.load(std::memory_order_acquire) >= room) {
       dropped.fetch_add(1, std::memory_order_relaxed);
       return nullptr;
     }
@@ -66,7 +79,7 @@ struct thread_ring {
   void publish() noexcept { tail.store(tail.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
 
   bool push(const span_record& r) noexcept {
-    span_record* slot = claim();
+    span_record* slot = claim(room_for(r.kind));
     if (!slot) return false;
     *slot = r;
     publish();
@@ -267,22 +280,28 @@ inline void notify_end(recorder_state& R, const span_record& r) noexcept {
 /// Cost: a clock read, an NVTX pop and a 40-byte record written in place into this thread's ring
 /// (fields stored straight into the slot: a record built aside and copied made the CPU stall on
 /// store forwarding), plus the observer's calls when one is set (a step's end: the profiler's drain).
+/// The room a record may take (thread_ring::room_for) is set in the branches on its kind that the
+/// scope takes anyway: no compare more than a ring without a reserve.
 inline void end_span(open_span& s) noexcept {
   if (!s.active) return;
   const std::int64_t end = now_ns();
   auto& R = recorder();
   nvtx_pop();
+  std::uint64_t room;
   if (is_phase(s.kind)) {
     if (tls_phase_depth > 0) --tls_phase_depth;
+    room = thread_ring::phase_room;
   } else if (s.kind == phase_kind::microbatch) {
     R.microbatch.store(-1, std::memory_order_relaxed);
+    room = thread_ring::capacity - 1;
   } else {
     R.microbatch.store(-1, std::memory_order_relaxed);
     R.step.store(step_changing, std::memory_order_relaxed);
+    room = thread_ring::capacity;
   }
   s.active = false;
   thread_ring* ring = tls_ring ? tls_ring : acquire_ring();
-  if (span_record* slot = ring ? ring->claim() : nullptr) {
+  if (span_record* slot = ring ? ring->claim(room) : nullptr) {
     fill_record(*slot, s, end, ring->thread_id);
     ring->publish();  // the producer writes this slot again only after the ring wrapped
     notify_end(R, *slot);
@@ -327,7 +346,9 @@ inline std::vector<std::uint64_t> fair_shares(const std::vector<std::uint64_t>& 
 
 /// What a step-end drain did, beyond the records it handed over.
 struct drain_counts {
-  std::uint64_t ring_full = 0;   ///< records lost to a full ring since the last drain (never written)
+  /// Records lost to a full ring since the last drain (never written): at a step's end, what that
+  /// step lost (phase records past thread_ring::phase_room on a thread between two step ends).
+  std::uint64_t ring_full = 0;
   std::uint64_t capped = 0;      ///< records of other threads this drain discarded: beyond its limit
   std::uint64_t capped_rings = 0;  ///< rings that lost records to the limit
 };

@@ -132,5 +132,19 @@ inline std::string recording_cost_note(const recording_summary& r) {
   return "recording cost " + signed_percent(*r.cost) + " per recorded step (median of each against the untraced steps before it)";
 }
 
+/// The warning about CPU records lost to full per-thread rings: the run's count, and the steps that
+/// lost phases (of all steps, and of the measured ones the statistics rest on: their phase times are
+/// undercounted). Empty when nothing was lost.
+inline std::string ring_full_note(const run_summary& s) {
+  if (!s.dropped_records && !s.steps_with_lost_phases) return {};
+  std::string out = std::to_string(s.dropped_records) + " CPU records dropped (ring full)";
+  if (s.steps_with_lost_phases)
+    out += ": " + std::to_string(s.steps_with_lost_phases) + " of " + std::to_string(s.steps) +
+           " steps lost phases to a full ring, " + std::to_string(s.measured_steps_with_lost_phases) + " of the " +
+           std::to_string(s.measured_steps()) + " measured (their phase times are undercounted; each step's "
+           "lost_phases is in the JSON)";
+  return out;
+}
+
 }  // namespace detail
 TRACEML_END_NAMESPACE

@@ -68,8 +68,7 @@ inline void config_and_summary(std::string& o, const run_result& r, std::size_t 
   if (s.peak_allocated_bytes >= 0)
     kv_row(o, "peak GPU memory", fixed(static_cast<double>(s.peak_allocated_bytes) / gib, 2) + " GiB allocated, " +
                                      fixed(static_cast<double>(s.peak_reserved_bytes) / gib, 2) + " GiB reserved");
-  if (s.dropped_records)
-    kv_row(o, "<span class=\"warn\">warning</span>", std::to_string(s.dropped_records) + " CPU records dropped (ring full)");
+  if (const std::string lost = ring_full_note(s); !lost.empty()) kv_row(o, "<span class=\"warn\">warning</span>", lost);
   if (s.capped_records)
     kv_row(o, "<span class=\"warn\">warning</span>", std::to_string(s.capped_records) +
                                                         " CPU records of other threads left out at step ends "

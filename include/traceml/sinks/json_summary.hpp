@@ -149,7 +149,7 @@ inline void write_step(json_writer& w, const step_result& st, std::optional<bool
   if (run_name) w.member("run", *run_name);
   if (rank.distributed()) w.member("rank", rank.rank);  // each line on its own says whose it is
   w.member("step", st.step).member("wall_ms", st.wall_ms).member("residual_ms", st.residual_ms);
-  w.member("microbatches", st.microbatches);
+  w.member("microbatches", st.microbatches).member("lost_phases", st.lost_phases);
   if (warmup) w.member("warmup", *warmup);  // known only once the run's length is known
   w.key("phases").begin_array();
   for (const auto& p : st.phases) {
@@ -217,6 +217,8 @@ inline void write_summary(json_writer& w, const run_summary& s) {
   w.key("baseline").begin_object().member("steps", static_cast<std::uint64_t>(b.steps)).member("untraced", b.untraced);
   w.member("step_ms", b.step_ms).member("residual_ms", b.residual_ms).end_object();
   w.member("dropped_records", s.dropped_records).member("capped_records", s.capped_records);
+  w.member("steps_with_lost_phases", s.steps_with_lost_phases);
+  w.member("measured_steps_with_lost_phases", s.measured_steps_with_lost_phases);
   w.member("overlapping_steps", s.overlapping_steps);
   w.end_object();
 }

@@ -225,7 +225,7 @@ inline std::string format_table(const run_result& run) {
     out += "gpu memory: peak allocated " + detail::fixed_text(static_cast<double>(s.peak_allocated_bytes) / (1 << 30), 2) +
            " GiB, peak reserved " + detail::fixed_text(static_cast<double>(s.peak_reserved_bytes) / (1 << 30), 2) + " GiB\n";
   if (!s.gpu_status.empty()) out += "gpu: " + s.gpu_status + "\n";
-  if (s.dropped_records) out += "warning: " + std::to_string(s.dropped_records) + " CPU records dropped (ring full)\n";
+  if (const std::string lost = detail::ring_full_note(s); !lost.empty()) out += "warning: " + lost + "\n";
   if (s.capped_records)
     out += "warning: " + std::to_string(s.capped_records) +
            " CPU records of other threads left out at step ends (over max_other_thread_records)\n";
