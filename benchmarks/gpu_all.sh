@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one go, with a time limit per part (most important first):
-# build; the [gpu] tests; hardware counters (the PM-sampling probe, their test, their agreement with
-# kernel records, their cost); the profiling overhead on the Qwen3 trainer (eager, then CUDA graphs); the
+# build; the [gpu] tests; what each profiler part costs a loop of ~2 ms steps (small_steps); hardware
+# counters (the PM-sampling probe, their test, their agreement with kernel records, their cost); the
+# profiling overhead on the Qwen3 trainer (eager, then CUDA graphs); the
 # C++ trainer against the Python reference side by side; the reference experiment (qwen3-1.7b, 100
 # steps, bf16, checkpointing); logit parity with transformers; the qwen3 tests on this LibTorch; the
 # chunked loss against the full logits and fp16 (loss scaling) against bf16, each side by side; the
@@ -22,7 +23,7 @@ build=${BUILD:-/tmp/traceml-gpu-build}
 mkdir -p "$out"
 t0=$(date +%s)
 stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
-parts=${PARTS:-tests pm overhead pm_overhead side_by_side experiment parity llama_parity llama_experiment qwen3 chunked_loss fp16 sweep sweep_close flooding}
+parts=${PARTS:-tests small_steps pm overhead pm_overhead side_by_side experiment parity llama_parity llama_experiment qwen3 chunked_loss fp16 sweep sweep_close flooding}
 want() { [[ " $parts " == *" $1 "* ]]; }
 
 tp=$(python3 -c 'import torch, torch.utils; print(torch.utils.cmake_prefix_path)')
@@ -39,6 +40,7 @@ targets=""
 { want side_by_side || want experiment || want pm || want chunked_loss || want fp16 || want sweep || want sweep_close ||
   want llama_experiment; } && targets+=" qwen3_accumulation"
 want flooding && targets+=" flooding_threads"
+want small_steps && targets+=" small_steps"
 want pm && targets+=" pm_sampling_probe"
 { want parity || want llama_parity; } && targets+=" qwen3_logits"
 want qwen3 && targets+=" traceml_qwen3_tests qwen3_step_timing qwen3_logits traceml"  # the ctest -R qwen3 programs
@@ -59,6 +61,14 @@ if want tests; then
     timeout 120 "$build/tests/gpu/traceml_nccl_tests" -d yes >"$out/nccl_tests.log" 2>&1; echo "rc=$?"
     grep -E "^\[nccl\]|FAILED|passed|failed" "$out/nccl_tests.log" | head -20
   fi
+fi
+
+if want small_steps; then
+  # A small CNN on MNIST-shaped data (~2 ms steps): plain, the core profiler, then each output and GPU
+  # part in turn up to what TRACEML_OUT gives; the defaults' budget is +1% of the step.
+  stamp "small steps: each profiler part's cost per step, up to the defaults"
+  timeout "${SMALL_LIMIT:-480}" "$build/benchmarks/small_steps" --rounds "${SMALL_ROUNDS:-30}" --steps "${SMALL_STEPS:-100}" \
+    --warmup 30 2>&1 | tee "$out/small_steps.log"; echo "rc=${PIPESTATUS[0]}"
 fi
 
 if want pm; then
