@@ -1,6 +1,10 @@
 // Outputs parsed back: terminal table, JSON summary, step JSONL, Chrome trace; failures reported once.
 // The GPU figures are checked on mixed_run.hpp's hand-made run against its hand-computed values.
 #include <catch2/catch.hpp>
+
+#include <sys/resource.h>
+
+#include <csignal>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -617,6 +621,26 @@ TEST_CASE("an output that cannot be written says so once and returns false", "[s
     const auto msgs = diagnostic_messages();
     REQUIRE(msgs.size() == 1);
     CHECK(msgs[0].find("No space left on device") != std::string::npos);
+    CHECK(std::filesystem::exists("/dev/full"));  // a device is not the output's to remove
+  }
+  SECTION("a write cut short leaves no partial file") {
+    // RLIMIT_FSIZE of 1 KiB with SIGXFSZ ignored: the summary's write fails part-way (EFBIG).
+    const auto path = traceml_test::temp_path("cut_summary.json");
+    std::filesystem::remove(path);
+    rlimit before{};
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &before) == 0);
+    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = before;
+    small.rlim_cur = 1024;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    const bool written = write_json_summary(path, {run});
+    setrlimit(RLIMIT_FSIZE, &before);
+    std::signal(SIGXFSZ, old_handler);
+    CHECK_FALSE(written);
+    CHECK_FALSE(std::filesystem::exists(path));
+    const auto msgs = diagnostic_messages();
+    REQUIRE(msgs.size() == 1);
+    CHECK(msgs[0].find("File too large") != std::string::npos);
   }
 }
 
