@@ -10,12 +10,16 @@
 //   for (...) { TRACEML_STEP(); ... }           // or drive prof's hooks from a callback_list
 //   prof.finish();                              // prints the table, writes the files
 //
-// Cost: nothing on the hot path beyond the scopes themselves; at each step end, one drain of the
+// Cost: nothing on the hot path beyond the scopes themselves; at each step end, on the training
+// thread, the GPU source's step_closed() (a memory sample) and a hand-off to the step worker (a few
+// stores: detail/step_worker.hpp). The worker, a background thread, does the rest: one drain of the
 // per-thread rings (bounded: the closing thread's own records and at most max_other_thread_records of
-// other threads', whatever they record) and the step's statistics (microseconds), plus one flushed
-// JSONL line; with a GPU source, its collect() and, when a recorded step completed, one attribution
-// round; with the live view, one publish (sinks/live_view.hpp: a lock and a few stores).
+// other threads' per step, whatever they record), the step's statistics, one flushed JSONL line, the
+// GPU source's step_ended() and collect() and the hand-off to the attribution worker (its own thread),
+// and the live view's publish. profiler_options::background_step_end = false does it all at the step's
+// end on the training thread instead.
 #pragma once
+#include <atomic>
 #include <cstdio>
 #include <deque>
 #include <exception>
@@ -32,6 +36,7 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/output_file.hpp"
+#include "traceml/detail/step_worker.hpp"
 #include "traceml/detail/trace_window.hpp"
 #include "traceml/gpu/attribution_worker.hpp"
 #include "traceml/gpu/gpu_source.hpp"
@@ -71,6 +76,15 @@ struct profiler_options {
   /// training loop. Each record taken costs the step end ~0.1-0.2 us; raise it for worker threads
   /// that record many phases per step.
   std::size_t max_other_thread_records = 256;
+  /// A step's end work (draining the records, the step's statistics, its JSONL line, the GPU
+  /// hand-off, the live view) runs on a background thread, the step worker, so that the training
+  /// thread's step end only publishes the step (about 0.1 us; benchmarks/cpu_step_cost). The work
+  /// is done within about a millisecond of the step's end, and the training thread does it itself
+  /// when the worker falls 1024 steps behind or the thread's record ring is half full (a step of
+  /// thousands of phases), so nothing is dropped for want of a drain. false: at each step's end, on
+  /// the thread that ends it (each step end then drains exactly that step's records: what
+  /// max_other_thread_records bounds is a step end, not a drain of several steps).
+  bool background_step_end = true;
   std::size_t trace_last_steps = 200;   ///< the Chrome trace keeps the last this many steps ...
   std::size_t trace_recorded_steps = 8; ///< ... and, before them, this many with GPU kernel records
   std::vector<std::pair<std::string, std::string>> config;  ///< echoed into the outputs
@@ -196,7 +210,7 @@ class profiler : public recording_callback, private recorder_observer {
   /// Steps finished so far (GPU facts attached where the source has delivered them).
   std::size_t steps_recorded() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return acc_.steps() + waiting_.size();
+    return acc_.steps() + waiting_.size() + ended_.size();  // the last: ended, not yet processed
   }
 
   /// End the run: resolve outstanding GPU facts, compute the summary, write the outputs, print the
@@ -205,14 +219,17 @@ class profiler : public recording_callback, private recorder_observer {
   /// a GPU source that finish() is releasing. With finish_on_signal and a signal pending, it does
   /// not return: the process ends by the signal once the outputs are written.
   const run_result& finish() {
+    worker_.stop();  // before the lock, which its work takes; the steps it left are processed below
     std::unique_lock<std::mutex> lock(mu_);
     if (finished_) return result_;
     finished_ = true;
+    finishing_.store(true, std::memory_order_relaxed);
     if (!attached_) return result_;
     if (const int sig = stop_guard_ ? pending_stop_signal() : 0) result_.config.emplace_back("stopped_by", stop_signal_name(sig));
     auto& R = detail::recorder();
     R.observe_phases.store(false, std::memory_order_relaxed);
-    absorb_records();
+    process_ended(nullptr);
+    absorb_records(detail::own_ring(), 1);
     std::vector<gpu_activity> activities;
     if (gpu_) {
       try {
@@ -286,54 +303,44 @@ class profiler : public recording_callback, private recorder_observer {
   using recording_callback::on_step_end;
 
  private:
-  // recorder_observer: runs on the thread that closed the step.
+  /// A step that ended, as the training thread hands it over: its record, and what its thread's
+  /// ring had lost to being full by then (the step's own loss is the difference to the last one).
+  struct ended_step {
+    span_record step;
+    const detail::thread_ring* ring = nullptr;
+    std::uint64_t dropped_total = 0;
+  };
+
+  // recorder_observer: runs on the thread that closed the step. Publishes the step for the step
+  // worker and returns; does the work itself only when the worker cannot take it (see
+  // profiler_options::background_step_end).
   void on_step_end(const span_record& step) noexcept override {
-    std::vector<recording_window> ready;
-    try {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (finished_) return;
-      const std::uint64_t lost = absorb_records(step.step);
-      std::vector<span_record> spans;
-      std::vector<span_record> rest;
-      bool has_step_record = false;
-      for (const auto& r : pending_) {
-        if (r.step == step.step) {
-          spans.push_back(r);
-          has_step_record = has_step_record || r.kind == phase_kind::step;
-        } else if (r.step > step.step) {
-          rest.push_back(r);  // a later step, already open elsewhere
-        } else {
-          ++late_;  // closed after its step was summarized (a worker outlived the step)
-        }
+    if (finishing_.load(std::memory_order_relaxed)) return;
+    if (auto* g = gpu_.get()) g->step_closed(step);
+    const ended_step e{step, detail::own_ring(), detail::own_dropped_total()};
+    const bool background = options_.background_step_end &&
+                            detail::own_ring_backlog() < detail::thread_ring::capacity / 2 && ended_.push(e);
+    if (background) {
+      worker_.poke();
+    } else {
+      try {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!finished_) process_ended(&e);
+      } catch (const std::exception& e) {
+        report_once("step-end", std::string("could not process a step: ") + e.what());
+      } catch (...) {
+        report_once("step-end", "could not process a step (unknown error)");
       }
-      pending_.swap(rest);
-      // The ring keeps room for step records (thread_ring::reserved); a thread without a ring (out
-      // of memory) has none: the step is still the one the recorder just closed.
-      if (!has_step_record) spans.push_back(step);
-      if (late_) report_once("late-records", "phases on other threads ended after their step was summarized; "
-                                             "they are in the trace but not in the step statistics");
-      auto st = compute_step(step.step, spans);
-      if (!st) return;
-      st->lost_phases = lost;
-      waiting_.push_back(std::move(*st));
-      if (keeps_trace_data()) trace_spans_.emplace_back(step.step, spans);
-      if (gpu_) {
-        gpu_->step_ended(step.step, spans);
-        // The delivery goes to the attribution worker (a recorded step takes milliseconds to
-        // attribute: not on the training thread); reports of earlier steps come back from it.
-        attribution_.submit(gpu_->collect(false));
-        attach_reports(attribution_.take_ready());
-        while (!waiting_.empty() && waiting_.front().gpu) emit_front();
-      } else {
-        emit_front();
-      }
-      ready.swap(windows_ready_);
-    } catch (const std::exception& e) {
-      report_once("step-end", std::string("could not process a step: ") + e.what());
-    } catch (...) {
-      report_once("step-end", "could not process a step (unknown error)");
     }
-    deliver_windows(ready);  // outside the lock: the callback may ask the profiler
+    if (windows_waiting_.load(std::memory_order_acquire)) {
+      std::vector<recording_window> ready;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ready.swap(windows_ready_);
+        windows_waiting_.store(false, std::memory_order_relaxed);
+      }
+      deliver_windows(ready);  // outside the lock: the callback may ask the profiler
+    }
     // finish_on_signal: a step end is the safe point at which a noted signal is acted on.
     if (const int sig = stop_on_signal_ ? pending_stop_signal() : 0) {
       try {
@@ -343,6 +350,90 @@ class profiler : public recording_callback, private recorder_observer {
         end_by_signal(sig);
       }
     }
+  }
+
+  /// The step worker's work: every step handed over so far.
+  void process_in_background() noexcept {
+    try {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!finished_) process_ended(nullptr);
+    } catch (const std::exception& e) {
+      report_once("step-end", std::string("could not process a step: ") + e.what());
+    } catch (...) {
+      report_once("step-end", "could not process a step (unknown error)");
+    }
+  }
+
+  /// Under mu_: the steps handed over (in order), then `also` (a step its thread processes itself):
+  /// one drain of the rings for all of them, then each step's statistics and GPU hand-off.
+  void process_ended(const ended_step* also) {
+    std::vector<ended_step> steps;
+    for (ended_step e; ended_.pop(e);) steps.push_back(e);
+    if (also) steps.push_back(*also);
+    if (steps.empty()) return;
+    // Each step's own loss: what its thread's ring lost since that thread's previous step end.
+    std::vector<std::uint64_t> lost(steps.size(), 0);
+    std::uint64_t own_lost = 0;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i].ring && steps[i].ring == last_ring_) lost[i] = steps[i].dropped_total - last_dropped_total_;
+      last_ring_ = steps[i].ring;
+      last_dropped_total_ = steps[i].dropped_total;
+      own_lost += lost[i];
+    }
+    const std::uint64_t ring_full = absorb_records(steps.back().ring, steps.size(), steps.front().step.step);
+    lost.front() += ring_full > own_lost ? ring_full - own_lost : 0;  // other threads' losses: the first step's
+    for (std::size_t i = 0; i < steps.size(); ++i) process_step(steps[i].step, lost[i]);
+    if (gpu_) {
+      // The delivery goes to the attribution worker (a recorded step takes milliseconds to
+      // attribute); reports of earlier steps come back from it.
+      attribution_.submit(gpu_->collect(false));
+      attach_reports(attribution_.take_ready());
+      while (!waiting_.empty() && waiting_.front().gpu) emit_front();
+    }
+    if (!windows_ready_.empty()) windows_waiting_.store(true, std::memory_order_release);
+  }
+
+  /// Under mu_, records drained: one step's statistics, kept until its GPU facts are in (emitted at
+  /// once without a GPU source).
+  void process_step(const span_record& step, std::uint64_t lost) {
+    std::vector<span_record> spans;    // the step's statistics
+    std::vector<span_record> outlived;  // of this step, ended after it: the trace only
+    std::vector<span_record> rest;
+    bool has_step_record = false;
+    for (const auto& r : pending_) {
+      if (r.step == step.step) {
+        // A phase of another thread that ends after its step: its time is not the step's (whenever
+        // the step is processed, so the figures do not depend on when the worker drained).
+        if (r.kind != phase_kind::step && r.end_ns > step.end_ns) {
+          outlived.push_back(r);
+          ++late_;
+          continue;
+        }
+        spans.push_back(r);
+        has_step_record = has_step_record || r.kind == phase_kind::step;
+      } else if (r.step > step.step) {
+        rest.push_back(r);  // a later step
+      } else {
+        ++late_;  // closed after its step was summarized (a worker outlived the step)
+      }
+    }
+    pending_.swap(rest);
+    // The ring keeps room for step records (thread_ring::reserved); a thread without a ring (out
+    // of memory) has none: the step is still the one the recorder closed.
+    if (!has_step_record) spans.push_back(step);
+    if (late_) report_once("late-records", "phases on other threads ended after their step was summarized (after the "
+                                           "step's end): they are left out of the step statistics");
+    auto st = compute_step(step.step, spans);
+    if (!st) return;
+    st->lost_phases = lost;
+    waiting_.push_back(std::move(*st));
+    if (keeps_trace_data()) {
+      std::vector<span_record> traced = spans;
+      traced.insert(traced.end(), outlived.begin(), outlived.end());
+      trace_spans_.emplace_back(step.step, std::move(traced));
+    }
+    if (gpu_) gpu_->step_ended(step.step, spans);
+    else emit_front();
   }
 
   /// finish_on_signal, after finish() wrote the outputs: says so, runs on_signal_finish, ends.
@@ -383,16 +474,18 @@ class profiler : public recording_callback, private recorder_observer {
     if (auto* g = gpu_.get()) g->on_scope_end(r);
   }
 
-  /// Cost: the records taken (at most the closing thread's ring plus max_other_thread_records).
-  /// Returns the records full rings dropped since the previous drain: at the end of step `step`,
-  /// what that step lost (-1: the run's end, after its last step).
-  std::uint64_t absorb_records(std::int32_t step = -1) {
+  /// Takes the rings' records: `whole`'s (the ring of the thread that closed the steps) all of them,
+  /// other threads' at most max_other_thread_records for each of the `steps` steps ended.
+  /// Cost: the records taken. Returns the records full rings dropped since the previous drain (what
+  /// step `first_step` on lost; -1: the run's end, after its last step).
+  std::uint64_t absorb_records(const detail::thread_ring* whole, std::size_t steps, std::int32_t first_step = -1) {
+    const std::int32_t step = first_step;
     const auto counts = detail::drain_step_end(
         [this](const span_record& r) {
           if (r.step < 0) return;  // outside any step: nothing to attribute it to
           pending_.push_back(r);
         },
-        options_.max_other_thread_records);
+        options_.max_other_thread_records * steps, whole);
     dropped_ += counts.ring_full;
     capped_ += counts.capped;
     if (counts.ring_full)
@@ -489,7 +582,15 @@ class profiler : public recording_callback, private recorder_observer {
   std::uint64_t late_ = 0;  // records of steps already summarized
   bool attached_ = false;
   bool finished_ = false;
+  std::atomic<bool> finishing_{false};  // finished_, for the training thread's step end (no lock)
   int uncaught_at_start_ = std::uncaught_exceptions();  // exceptions in flight when it was built
+  // The step worker's side. ended_ goes from the thread that ends steps to the worker (or whoever
+  // holds mu_); last_ring_ and last_dropped_total_ (under mu_) give each step its own loss.
+  detail::handoff_queue<ended_step, 1024> ended_;
+  const detail::thread_ring* last_ring_ = nullptr;
+  std::uint64_t last_dropped_total_ = 0;
+  std::atomic<bool> windows_waiting_{false};  // windows_ready_ holds windows for the training thread
+  detail::step_worker worker_{[this] { process_in_background(); }};  // last: stopped before the rest goes
 };
 #else
 /// Compiled out (TRACEML_DISABLE): the same API, recording nothing.

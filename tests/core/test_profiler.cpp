@@ -1,5 +1,8 @@
 // The profiler end to end: scopes or hooks in, table/JSON/JSONL/trace out, GPU sources plugged in.
 #include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include <pthread.h>
@@ -97,7 +100,11 @@ TEST_CASE("phases and residual add up to the step, and the JSON matches the tabl
   profiler prof(o);
   for (int s = 0; s < 6; ++s) {
     one_step(2);
-    // Each finished step is on disk before the next begins (a killed run keeps them).
+    // Each finished step is on disk within moments of its end (the step worker writes it; a
+    // killed run keeps them): waited for up to 5 s, a generous bound for a loaded machine.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (lines_of(o.jsonl_path).size() < static_cast<std::size_t>(s + 1) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     CHECK(lines_of(o.jsonl_path).size() == static_cast<std::size_t>(s + 1));
   }
   const auto& run = prof.finish();

@@ -69,6 +69,30 @@ TEST_CASE("scope pairing: closed spans are taken once by identity, the rest hand
   CHECK(p.take(span(0, 200)) == std::make_pair(0, 0));
 }
 
+TEST_CASE("scope pairing: a step's end drops only what scopes of that step and earlier ones left", "[pairing]") {
+  // A step's end that runs late (on the step worker) must keep what the next step's scopes left.
+  pairing p;
+  auto in_step = [](std::uint32_t thread, std::int64_t begin, std::int32_t step) {
+    span_record r = span(thread, begin);
+    r.step = step;
+    return r;
+  };
+  for (int k = 0; k < 40; ++k) p.closed(in_step(k % 3, 1000 + k, k % 4 - 1), {k, k});  // steps -1..2, mixed
+  std::vector<int> dropped;
+  p.drop_through(0, [&](const std::pair<int, int>& c) { dropped.push_back(c.first); });
+  std::sort(dropped.begin(), dropped.end());
+  std::vector<int> expected;
+  for (int k = 0; k < 40; ++k)
+    if (k % 4 - 1 <= 0) expected.push_back(k);
+  CHECK(dropped == expected);  // outside any step (-1) and step 0
+  CHECK(p.closed_count() == 20);
+  for (int k = 0; k < 40; ++k) {
+    const auto c = p.take(in_step(k % 3, 1000 + k, k % 4 - 1));
+    CHECK(c == (k % 4 - 1 <= 0 ? std::make_pair(0, 0) : std::make_pair(k, k)));  // later steps kept, findable
+  }
+  CHECK(p.closed_count() == 0);
+}
+
 TEST_CASE("scope pairing: threads pair their own scopes at the same time, without a lock", "[pairing]") {
   pairing p;
   constexpr int threads = 8, rounds = 2000;

@@ -59,7 +59,8 @@ struct thread_ring {
 
   alignas(64) std::atomic<std::uint64_t> head{0};  // next slot the consumer reads
   alignas(64) std::atomic<std::uint64_t> tail{0};  // next slot the producer writes
-  std::atomic<std::uint64_t> dropped{0};           // records lost to a full ring
+  std::atomic<std::uint64_t> dropped{0};           // records lost to a full ring since the last drain
+  std::atomic<std::uint64_t> dropped_total{0};     // ... since the ring was made (read at a step's end)
   std::atomic<bool> owned{true};                   // false once its thread exited: reusable
   std::uint32_t thread_id = 0;                     // of the thread that owns it now
   span_record slots[capacity];
@@ -71,6 +72,7 @@ struct thread_ring {
     const std::uint64_t t = tail.load(std::memory_order_relaxed);
     if (t - head.load(std::memory_order_acquire) >= room) {
       dropped.fetch_add(1, std::memory_order_relaxed);
+      dropped_total.fetch_add(1, std::memory_order_relaxed);
       return nullptr;
     }
     return &slots[t & mask];
@@ -344,6 +346,15 @@ inline std::vector<std::uint64_t> fair_shares(const std::vector<std::uint64_t>& 
   return share;
 }
 
+/// The calling thread's ring (nullptr before its first record) and what it lost to being full since
+/// it was made. Cheap: a thread-local read and a relaxed load (the profiler's step end reads them).
+inline const thread_ring* own_ring() noexcept { return tls_ring; }
+/// Records in the calling thread's ring that no drain has taken yet.
+inline std::uint64_t own_ring_backlog() noexcept { return tls_ring ? tls_ring->available() : 0; }
+inline std::uint64_t own_dropped_total() noexcept {
+  return tls_ring ? tls_ring->dropped_total.load(std::memory_order_relaxed) : 0;
+}
+
 /// What a step-end drain did, beyond the records it handed over.
 struct drain_counts {
   /// Records lost to a full ring since the last drain (never written): at a step's end, what that
@@ -361,8 +372,11 @@ struct drain_counts {
 /// rather than from stale records. Each ring hands its records over in the order they were written.
 /// Cost: the records handed over, plus O(rings log rings); never more than thread_ring::capacity +
 /// `others_limit` records, however fast other threads record. Slow path: locks, allocates.
+///
+/// `whole`: the ring taken whole, that of the thread that closed the steps (the profiler's step
+/// worker drains for the training thread); by default the calling thread's.
 template <class F>
-drain_counts drain_step_end(F&& f, std::uint64_t others_limit) {
+drain_counts drain_step_end(F&& f, std::uint64_t others_limit, const thread_ring* whole) {
   auto& R = recorder();
   std::lock_guard<std::mutex> drain_lock(R.drain_mu);
   std::vector<thread_ring*> rings;
@@ -376,18 +390,23 @@ drain_counts drain_step_end(F&& f, std::uint64_t others_limit) {
   std::vector<std::uint64_t> others;  // the other rings' counts, in ring order
   for (std::size_t i = 0; i < rings.size(); ++i) {
     available[i] = rings[i]->available();
-    if (rings[i] != tls_ring) others.push_back(available[i]);
+    if (rings[i] != whole) others.push_back(available[i]);
   }
   const std::vector<std::uint64_t> share = fair_shares(others, others_limit);
   drain_counts counts;
   for (std::size_t i = 0, k = 0; i < rings.size(); ++i) {
-    const std::uint64_t take = rings[i] == tls_ring ? available[i] : share[k++];
+    const std::uint64_t take = rings[i] == whole ? available[i] : share[k++];
     const std::uint64_t discarded = rings[i]->drain(f, available[i], take);
     counts.capped += discarded;
     if (discarded) ++counts.capped_rings;
     counts.ring_full += rings[i]->dropped.exchange(0, std::memory_order_relaxed);
   }
   return counts;
+}
+
+template <class F>
+drain_counts drain_step_end(F&& f, std::uint64_t others_limit) {
+  return drain_step_end(std::forward<F>(f), others_limit, tls_ring);
 }
 
 /// Move every buffered record to `f` and return the number dropped to full rings since the last

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -153,6 +154,7 @@ class scope_pairing {
     table_[i].used = true;
     table_[i].thread = r.thread;
     table_[i].begin_ns = r.begin_ns;
+    table_[i].step = r.step;
     table_[i].value = c;
     ++count_;
     return true;
@@ -173,14 +175,22 @@ class scope_pairing {
   /// Cost: nothing when every closed span was taken, else a pass over the table.
   template <class F>
   void drop_rest(F&& f) {
+    drop_through(std::numeric_limits<std::int32_t>::max(), std::forward<F>(f));
+  }
+
+  /// As drop_rest(), for the spans of steps up to `step` (and of none) only: a step's end that runs
+  /// after later steps began (on the profiler's step worker) keeps what their scopes left.
+  template <class F>
+  void drop_through(std::int32_t step, F&& f) {
     if (count_ == 0) return;
-    for (std::size_t i = 0; i <= mask_; ++i) {
-      if (!table_[i].used) continue;
+    for (std::size_t i = 0; i <= mask_;) {
+      if (!table_[i].used || table_[i].step > step) {
+        ++i;
+        continue;
+      }
       f(table_[i].value);
-      table_[i].used = false;
-      table_[i].value = Closed{};
+      erase_at(i);  // shifts a later entry into slot i: look at it again
     }
-    count_ = 0;
   }
 
   /// Closed spans kept now (taken by neither take() nor drop_rest() yet).
@@ -194,6 +204,7 @@ class scope_pairing {
   struct closed_slot {
     std::int64_t begin_ns = 0;
     std::uint32_t thread = 0;
+    std::int32_t step = -1;
     bool used = false;
     Closed value{};
   };
@@ -233,6 +244,7 @@ class scope_pairing {
       if (stays) continue;
       table_[i].begin_ns = table_[j].begin_ns;
       table_[i].thread = table_[j].thread;
+      table_[i].step = table_[j].step;
       table_[i].value = std::move(table_[j].value);
       i = j;
     }

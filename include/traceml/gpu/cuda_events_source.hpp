@@ -113,20 +113,42 @@ class cuda_events_source : public gpu_source {
     if (!kept) timer_->release(p);
   }
 
-  /// Once per step, on the thread that ended it: samples memory and keeps the step's events.
+  /// Training thread, as the step closes: a memory sample of the step, kept for step_ended().
+  void step_closed(const span_record& step) noexcept override {
+    if (!ok() || !opt_.memory) return;
+    try {
+      const memory_sample m = opt_.memory();
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_memory_.emplace_back(step.step, m);
+    } catch (const std::exception& e) {
+      report_once("events-step-closed", std::string("a step's memory sample failed: ") + e.what());
+    }
+  }
+
+  /// Once per step, on the profiler's step worker (later steps may have begun): keeps the step's
+  /// events and the memory sample step_closed() took.
   void step_ended(std::int32_t step, const std::vector<span_record>& spans) override {
     if (!ok()) return;
     pending_step p;
     p.step = step;
-    if (opt_.memory) p.memory = opt_.memory();
     std::lock_guard<std::mutex> lock(mu_);
+    bool closed_seen = false;
+    while (!closed_memory_.empty() && closed_memory_.front().first <= step) {
+      if (closed_memory_.front().first == step) {
+        p.memory = closed_memory_.front().second;
+        closed_seen = true;
+      }
+      closed_memory_.pop_front();
+    }
+    if (!closed_seen && opt_.memory) p.memory = opt_.memory();  // without step_closed(): now
     for (auto& s : spans) {
       if (s.kind == phase_kind::microbatch || s.step != step) continue;
       p.spans.push_back(s);
       p.events.push_back(scopes_.take(s));
     }
-    // Scopes that closed before this step and belong to none: their events go back to the pool.
-    scopes_.drop_rest([this](event_pair& e) { timer_->release(e); });
+    // Scopes of this step or earlier that belong to no span: their events go back to the pool.
+    // Later steps' scopes stay for their own step end.
+    scopes_.drop_through(step, [this](event_pair& e) { timer_->release(e); });
     pending_.push_back(std::move(p));
   }
 
@@ -179,9 +201,10 @@ class cuda_events_source : public gpu_source {
   cuda_events_options opt_;
   std::string why_;
   std::unique_ptr<event_timer> timer_;  // its own lock is a leaf: taken under mu_ (never the reverse)
-  std::mutex mu_;                       // guards pending_ and scopes_' closed spans (its open stacks are per thread)
+  std::mutex mu_;                       // guards pending_, closed_memory_ and scopes_' closed spans (its open stacks are per thread)
   detail::scope_pairing<open_entry, event_pair> scopes_;
   std::deque<pending_step> pending_;
+  std::deque<std::pair<std::int32_t, memory_sample>> closed_memory_;  // step_closed() to step_ended()
 };
 
 TRACEML_END_NAMESPACE

@@ -147,35 +147,66 @@ class cupti_source : public gpu_source {
     if (!kept && events_) events_->release(ev);
   }
 
-  /// Once per step, on the thread that ended it (before the next step begins): samples memory and
-  /// keeps the step's spans, marker numbers and events until its records are complete.
+  /// Training thread, as the step closes (before the next step begins): the step's recording
+  /// decision and a memory sample, kept for step_ended(). Cost: the memory sampler, a short lock,
+  /// and on a recorded step the worker's wake-up.
+  void step_closed(const span_record& step) noexcept override {
+    if (!running_) return;
+    try {
+      closed_step c{step.step, switch_.current(), switch_.current_slot(), {}};
+      if (opt_.memory) c.memory = opt_.memory();
+      {
+        std::lock_guard<std::mutex> lock(hook_mu_);
+        closed_steps_.push_back(c);
+      }
+      // A recorded step's switch-off is pending: the worker polls it from now on. Only recorded
+      // steps pay this wake-up (a system call).
+      if (c.recorded) wake_.notify_one();
+    } catch (const std::exception& e) {
+      report_once("cupti-step-closed", std::string("a step's memory sample failed: ") + e.what());
+    }
+  }
+
+  /// Once per step, on the profiler's step worker (later steps may have begun): takes what
+  /// step_closed() kept and the step's spans, marker numbers and events until its records are
+  /// complete.
   void step_ended(std::int32_t step, const std::vector<span_record>& spans) override {
     if (!running_) return;
     pending_step p;
     p.step = step;
-    p.recorded = switch_.current();  // still this step's decision: records on (readiness waits for them)
-    p.slot = switch_.current_slot();
-    if (opt_.memory) p.memory = opt_.memory();
+    closed_step c{step, switch_.current(), switch_.current_slot(), {}};  // without step_closed(): now
+    bool closed_seen = false;
     {
       std::lock_guard<std::mutex> lock(hook_mu_);
+      while (!closed_steps_.empty() && closed_steps_.front().step <= step) {
+        if (closed_steps_.front().step == step) {
+          c = closed_steps_.front();
+          closed_seen = true;
+        }
+        closed_steps_.pop_front();
+      }
       for (auto& s : spans) {
         if (s.step != step || s.kind == phase_kind::microbatch) continue;
-        const closed_scope c = scopes_.take(s);
-        p.spans.push_back(marked_span{s, c.begin_marker, c.end_marker});
-        p.events.push_back(c.events);
-        if (s.kind == phase_kind::step) p.end_marker = c.end_marker;
+        const closed_scope cs = scopes_.take(s);
+        p.spans.push_back(marked_span{s, cs.begin_marker, cs.end_marker});
+        p.events.push_back(cs.events);
+        if (s.kind == phase_kind::step) p.end_marker = cs.end_marker;
       }
-      // Scopes outside this step: nothing to attribute them to; their events go back.
-      scopes_.drop_rest([this](closed_scope& c) {
-        if (events_) events_->release(c.events);
+      // Scopes of this step or earlier ones that no span claimed: nothing to attribute them to;
+      // their events go back. Later steps' scopes stay for their own step end.
+      scopes_.drop_through(step, [this](closed_scope& cs) {
+        if (events_) events_->release(cs.events);
       });
     }
+    p.recorded = c.recorded;  // the step's own decision (readiness waits for its records)
+    p.slot = c.slot;
+    p.memory = closed_seen || !opt_.memory ? c.memory : opt_.memory();
     {
       std::lock_guard<std::mutex> lock(state_mu_);
       p.flushes_at_end = flushes_done_;
       steps_.push_back(std::move(p));
     }
-    wake_.notify_one();  // a recorded step's switch-off is pending: the worker polls it from now on
+    if (!closed_seen) wake_.notify_one();  // step_closed() did not wake the worker for a switch-off
   }
 
   /// Raw activity: every record and marker time parsed since the last call, and the steps that are
@@ -243,6 +274,14 @@ class cupti_source : public gpu_source {
  private:
   struct open_scope { std::uint64_t marker = 0; cudaStream_t stream = nullptr; cudaEvent_t event = nullptr; };
   struct closed_scope { std::uint64_t begin_marker = 0, end_marker = 0; event_pair events; };
+  /// What step_closed() took on the training thread, until step_ended() runs.
+  struct closed_step {
+    std::int32_t step = -1;
+    bool recorded = false;
+    schedule_slot slot;
+    memory_sample memory;
+  };
+
   struct pending_step : readiness_step {
     std::int32_t step = -1;
     memory_sample memory;
@@ -368,8 +407,9 @@ class cupti_source : public gpu_source {
   record_switch switch_;   // switches reader_'s records
   std::unique_ptr<event_timer> events_;  // nullptr: phase_events off or no event could be made
 
-  std::mutex hook_mu_;
+  std::mutex hook_mu_;  // also guards closed_steps_
   detail::scope_pairing<open_scope, closed_scope> scopes_;
+  std::deque<closed_step> closed_steps_;  // step_closed() to step_ended(), in step order
 
   std::mutex state_mu_;
   std::condition_variable wake_;

@@ -29,7 +29,12 @@ class gpu_source {
                               std::int32_t /*microbatch*/) noexcept {}
   /// Hot: a scope closed.
   virtual void on_scope_end(const span_record&) noexcept {}
+  /// Training thread, as a step's scope closes, before the next step begins: take what belongs to
+  /// this instant (the step's recording decision, a memory sample). Keep it cheap: it is the only
+  /// per-step call a source gets on the training thread besides the scope hooks.
+  virtual void step_closed(const span_record& /*step*/) noexcept {}
   /// A step ended; `spans` holds all its CPU records (the step, its micro-batches and phases).
+  /// Called after step_closed(), on the profiler's step worker: later steps may have begun since.
   virtual void step_ended(std::int32_t step, const std::vector<span_record>& spans) = 0;
   /// Raw activity: the steps whose GPU data is complete (in step order, each once) and the records
   /// and marker times that arrived since the last call. With `final` (end of run) every step that

@@ -169,6 +169,9 @@ class pm_sampling_source : public gpu_source {
   void on_scope_end(const span_record& r) noexcept override {
     if (inner_ && inner_->wants_scope_hooks()) inner_->on_scope_end(r);
   }
+  void step_closed(const span_record& step) noexcept override {
+    if (inner_) inner_->step_closed(step);
+  }
   void step_ended(std::int32_t step, const std::vector<span_record>& spans) override {
     if (inner_) inner_->step_ended(step, spans);
   }
