@@ -106,7 +106,7 @@ struct profiler_options {
   /// shell sees status 130 or 143). A signal that comes after the last step is acted on at the end
   /// of finish(). A step that does not end (a hung collective, a kernel that never returns) is not
   /// interrupted: a second signal ends the process at once, by the default action, and then only
-  /// the JSONL (flushed every step) has the finished steps. Off by default, since signal handlers
+  /// the JSONL (each line flushed within about a millisecond of its step's end) has the finished steps. Off by default, since signal handlers
   /// belong to the program; where it is off, or the program ignores the signal, nothing changes.
   /// The handlers exist from the profiler's construction to the end of finish() (stop_signal.hpp);
   /// compiled out (TRACEML_DISABLE), no handler is installed.

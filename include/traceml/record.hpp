@@ -12,7 +12,7 @@ TRACEML_BEGIN_NAMESPACE
 struct span_record {
   std::int64_t begin_ns = 0;
   std::int64_t end_ns = 0;
-  const char* name = "";       ///< static storage: a string literal or a tag's `name`
+  const char* name = "";       ///< lives for the process: a string literal, a tag's `name`, or interned (detail/name_table.hpp)
   std::int32_t step = -1;      ///< step index (0-based), -1 outside any step
   std::int32_t microbatch = -1;///< micro-batch index inside the step, -1 outside any micro-batch
   std::uint32_t thread = 0;    ///< traceml thread number, in order of first record (never reused)
