@@ -353,6 +353,7 @@ inline run_summary read_run_summary(const object_reader& r, bool counter_fields)
   // Added within /3: a document written before them had none of either.
   if (r.has("capped_records")) s.capped_records = r.count("capped_records");
   if (r.has("overlapping_steps")) s.overlapping_steps = r.count("overlapping_steps");
+  if (r.has("startup_ms")) s.startup_ms = r.number("startup_ms");
   return s;
 }
 

@@ -143,7 +143,8 @@ TRACEML_BEGIN_MODE_NAMESPACE
 class profiler : public recording_callback, private recorder_observer {
  public:
   explicit profiler(profiler_options options = {})
-      : options_(std::move(options)),
+      : constructed_ns_(now_ns()),
+        options_(std::move(options)),
         acc_(options_.warmup_steps, options_.tokens_per_step, options_.samples_per_step),
         trace_(options_.trace_last_steps, options_.trace_recorded_steps),
         windows_(options_.run_name) {
@@ -173,6 +174,7 @@ class profiler : public recording_callback, private recorder_observer {
       lv.expected_steps = options_.expected_steps;
       live_ = std::make_unique<live_view>(std::move(lv));
     }
+    startup_ns_ = now_ns() - constructed_ns_;
   }
 
   ~profiler() override {
@@ -192,6 +194,9 @@ class profiler : public recording_callback, private recorder_observer {
   /// Attach a GPU time source (CUPTI, CUDA events). Call before the first step.
   void set_gpu_source(std::unique_ptr<gpu_source> source) {
     std::lock_guard<std::mutex> lock(mu_);
+    // Start-up runs to here when the source comes before the first step (made after the profiler,
+    // its own start-up counts too).
+    if (acc_.steps() == 0 && waiting_.empty()) startup_ns_ = now_ns() - constructed_ns_;
     gpu_ = std::move(source);
     attribution_.keep_activities(keeps_trace_data());
     attribution_.counter_view(gpu_ ? gpu_->counter_view() : records_as_counted{});
@@ -219,6 +224,7 @@ class profiler : public recording_callback, private recorder_observer {
   /// a GPU source that finish() is releasing. With finish_on_signal and a signal pending, it does
   /// not return: the process ends by the signal once the outputs are written.
   const run_result& finish() {
+    const std::int64_t finish_begin_ns = now_ns();
     worker_.stop();  // before the lock, which its work takes; the steps it left are processed below
     std::unique_lock<std::mutex> lock(mu_);
     if (finished_) return result_;
@@ -260,6 +266,7 @@ class profiler : public recording_callback, private recorder_observer {
       result_.summary.launch_engine_us = static_cast<double>(view.launch_engine_ns) / 1e3;
     }
     result_.summary.dropped_records = dropped_;
+    result_.summary.startup_ms = static_cast<double>(startup_ns_) / 1e6;
     result_.summary.capped_records = capped_;
     result_.summary.overlapping_steps = R.overlapping_steps.load(std::memory_order_relaxed);
     if (!options_.trace_path.empty()) {
@@ -276,7 +283,14 @@ class profiler : public recording_callback, private recorder_observer {
       jsonl_->close();
       if (jsonl_->failed()) failed_outputs_.push_back(jsonl_->path());
     }
-    if (options_.print_table) std::fputs(format_table(result_).c_str(), stdout);
+    result_.summary.finish_ms = static_cast<double>(now_ns() - finish_begin_ns) / 1e6;
+    if (options_.print_table) {
+      std::fputs(format_table(result_).c_str(), stdout);
+      // On stderr, beside the other status lines: the table stays what `traceml show` prints.
+      std::fflush(stdout);
+      std::fprintf(stderr, "traceml: %s: %s\n", detail::printable(result_.name).c_str(),
+                   profiler_edges_line(result_.summary).c_str());
+    }
     R.observer.store(nullptr, std::memory_order_release);
     attached_ = false;
     if (stop_guard_) {
@@ -560,6 +574,8 @@ class profiler : public recording_callback, private recorder_observer {
     }
   }
 
+  std::int64_t constructed_ns_;  // when construction began (start-up is measured from here)
+  std::int64_t startup_ns_ = 0;
   profiler_options options_;
   mutable std::mutex mu_;
   std::unique_ptr<gpu_source> gpu_;

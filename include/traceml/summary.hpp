@@ -208,6 +208,13 @@ struct run_summary {
   /// profiler_options::max_other_thread_records per step.
   std::uint64_t capped_records = 0;
   std::uint64_t overlapping_steps = 0;     ///< step scopes ignored: they began while another step was open
+  /// The profiler's start-up, paid before the first step: from its construction to its GPU source's
+  /// attachment (the source's own start-up included when it is made after the profiler, as the
+  /// TRACEML_OUT session makes it: CUPTI, the hardware counters' configuration). -1: not measured.
+  double startup_ms = -1;
+  /// finish()'s work before the table is printed: the last steps, the GPU source's last records,
+  /// every output written. -1: not measured (the JSON summary is written before it is known).
+  double finish_ms = -1;
   std::uint64_t dropped_gpu_records = 0;
   std::uint64_t unattributed_kernels = 0;
   std::string gpu_status = no_gpu_source_status;  ///< what the GPU source measured, or why not

@@ -23,9 +23,8 @@ struct run_output {
   std::string text;  // stdout and stderr together
 };
 
-/// Runs the phase-only trainer with `env` (VAR=value words, or "-u VAR" to unset) in front.
-run_output run_trainer(const std::string& env) {
-  const std::string cmd = "env -u TRACEML_OUT -u TRACEML_RUN_NAME " + env + " '" TRACEML_TEST_TRAINER "' 2>&1";
+/// Runs a command line through the shell, stdout and stderr together.
+run_output run_command(const std::string& cmd) {
   run_output out;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -34,6 +33,11 @@ run_output run_trainer(const std::string& env) {
   const int rc = pclose(p);
   out.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   return out;
+}
+
+/// Runs the phase-only trainer with `env` (VAR=value words, or "-u VAR" to unset) in front.
+run_output run_trainer(const std::string& env) {
+  return run_command("env -u TRACEML_OUT -u TRACEML_RUN_NAME " + env + " '" TRACEML_TEST_TRAINER "' 2>&1");
 }
 
 std::size_t count_of(const std::string& text, const std::string& what) {
@@ -168,16 +172,8 @@ nlohmann::json summary_run(const fs::path& p) { return nlohmann::json::parse(rea
 
 /// Runs a bash command line (the trainer is $T in it; bash counts ulimit -f in KiB); its status.
 run_output run_shell(const std::string& script) {
-  const std::string cmd = "env -u TRACEML_OUT -u TRACEML_RUN_NAME -u RANK -u WORLD_SIZE -u LOCAL_RANK T='" TRACEML_TEST_TRAINER
-                          "' bash -c '" + script + "' 2>&1";
-  run_output out;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.text.append(buf.data(), n);
-  const int rc = pclose(p);
-  out.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  return out;
+  return run_command("env -u TRACEML_OUT -u TRACEML_RUN_NAME -u RANK -u WORLD_SIZE -u LOCAL_RANK T='" TRACEML_TEST_TRAINER
+                     "' bash -c '" + script + "' 2>&1");
 }
 
 }  // namespace

@@ -220,6 +220,7 @@ inline void write_summary(json_writer& w, const run_summary& s) {
   w.member("steps_with_lost_phases", s.steps_with_lost_phases);
   w.member("measured_steps_with_lost_phases", s.measured_steps_with_lost_phases);
   w.member("overlapping_steps", s.overlapping_steps);
+  w.member("startup_ms", s.startup_ms);
   w.end_object();
 }
 
