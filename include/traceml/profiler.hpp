@@ -92,8 +92,8 @@ struct profiler_options {
   /// unset: RANK and WORLD_SIZE of the environment, as torchrun sets them (neither set: no rank).
   std::optional<rank_identity> rank;
   /// Called once per window of a recording schedule (gpu_source_options::cupti_opts.schedule), as
-  /// torch.profiler's on_trace_ready: on the training thread, at the end of the step at which the
-  /// window's last step came back from attribution, outside the profiler's lock; a window the run
+  /// torch.profiler's on_trace_ready: on the training thread, at the first step end after the
+  /// window's last step came back from attribution (on the step worker), outside the profiler's lock; a window the run
   /// ended inside comes at finish() with complete = false. Without a schedule it is never called.
   ///   opts.on_trace_ready = [](const traceml::recording_window& w) {
   ///     w.write_chrome_trace("trace_" + std::to_string(w.cycle) + ".json"); };
@@ -331,15 +331,15 @@ class profiler : public recording_callback, private recorder_observer {
   void on_step_end(const span_record& step) noexcept override {
     if (finishing_.load(std::memory_order_relaxed)) return;
     if (auto* g = gpu_.get()) g->step_closed(step);
-    const ended_step e{step, detail::own_ring(), detail::own_dropped_total()};
+    const ended_step handed{step, detail::own_ring(), detail::own_dropped_total()};
     const bool background = options_.background_step_end &&
-                            detail::own_ring_backlog() < detail::thread_ring::capacity / 2 && ended_.push(e);
+                            detail::own_ring_backlog() < detail::thread_ring::capacity / 2 && ended_.push(handed);
     if (background) {
       worker_.poke();
     } else {
       try {
         std::lock_guard<std::mutex> lock(mu_);
-        if (!finished_) process_ended(&e);
+        if (!finished_) process_ended(&handed);
       } catch (const std::exception& e) {
         report_once("step-end", std::string("could not process a step: ") + e.what());
       } catch (...) {

@@ -124,6 +124,23 @@ TEST_CASE("the live view's text for hand-made snapshots", "[live]") {
   }
 }
 
+TEST_CASE("names with control characters reach the terminal escaped", "[live]") {
+  live_snapshot s;
+  s.run_name = std::string("r\x1b[2J");  // ESC [2J would clear the user's screen
+  s.steps = 1;
+  s.elapsed_s = 1;
+  s.last_step_ms = 2;
+  s.median_step_ms = 2;
+  s.median_steps = 1;
+  s.phases = {{std::string("ph\x07" "ase"), 1.0, -1, 1.0}};  // BEL; split: "\x07a" would be one hex escape
+  const auto lines = render_live_view(s);
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0].rfind("traceml live: r\\x1b[2J  step 1", 0) == 0);
+  CHECK(lines[2].rfind("ph\\x07ase ", 0) == 0);
+  for (const auto& l : lines)
+    for (const char c : l) CHECK(static_cast<unsigned char>(c) >= 0x20);
+}
+
 TEST_CASE("durations read as seconds, minutes or hours", "[live]") {
   CHECK(detail::duration_text(0) == "0 s");
   CHECK(detail::duration_text(-3) == "0 s");

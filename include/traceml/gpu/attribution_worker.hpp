@@ -3,7 +3,7 @@
 // Why: a recorded step of the Qwen3 trainer carries ~18,000 kernel records, and attributing them took
 // about 5 ms. Run at the step's end on the training thread, that was between two steps -- outside
 // every step's wall time, but inside the run's: measured on an H200 with CUDA graphs it was most of
-// the profiler's 0.6 ms per step. Here the training thread only hands the delivery over (a move and
+// the profiler's 0.6 ms per step. Here the profiler's step worker only hands the delivery over (a move and
 // a notify) and picks up whatever reports are done; the data still flows one way: source ->
 // delivery -> stage (on this worker) -> reports -> profiler.
 //
@@ -12,7 +12,7 @@
 // caller), so attribution never runs under the lock.
 //
 //   traceml::attribution_worker w;
-//   w.submit(source->collect(false));        // training thread, at a step's end
+//   w.submit(source->collect(false));        // the step worker, after a step's end
 //   for (auto& rep : w.take_ready()) ...     // reports of steps whose round is done
 //   for (auto& rep : w.finish(source->collect(true))) ...   // end of run: everything, in order
 #pragma once
@@ -43,7 +43,7 @@ class attribution_worker {
   void counter_view(records_as_counted v) { stage_.counter_view(v); }
   void set_round_tap(attribution_stage::round_tap tap) { stage_.set_round_tap(std::move(tap)); }
 
-  /// Training thread: hands a delivery over. Empty deliveries cost nothing. The thread starts on
+  /// The profiler's step worker: hands a delivery over. Empty deliveries cost nothing. The thread starts on
   /// the first non-empty one, so a run without GPU activity never has one.
   void submit(gpu_delivery d) {
     if (d.steps.empty() && d.records.empty() && d.markers.empty() && !d.final) return;
@@ -55,7 +55,7 @@ class attribution_worker {
     wake_.notify_one();
   }
 
-  /// Training thread: the reports finished so far, in delivery order.
+  /// The profiler's step worker: the reports finished so far, in delivery order.
   std::vector<step_gpu_report> take_ready() {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<step_gpu_report> out;

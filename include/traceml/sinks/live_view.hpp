@@ -222,7 +222,7 @@ inline std::string live_erase(std::size_t previous) {
 inline std::vector<std::string> render_live_view(const live_snapshot& s) {
   using detail::fixed_text;
   using detail::pad;
-  std::string head = "traceml live: " + detail::cut(s.run_name, 24) + "  ";
+  std::string head = "traceml live: " + detail::cut(detail::printable(s.run_name), 24) + "  ";
   if (s.steps == 0)
     return {head + "waiting for the first step" + (s.expected_steps ? " of " + std::to_string(s.expected_steps) : "")};
   head += "step " + std::to_string(s.steps);
@@ -235,7 +235,7 @@ inline std::vector<std::string> render_live_view(const live_snapshot& s) {
   for (const auto& p : s.phases) gpu = gpu || p.last_gpu_ms >= 0;
   const auto ms_cell = [](double v, std::size_t width) { return pad(v >= 0 ? fixed_text(v, 1) : "-", width); };
   const auto row = [&](const std::string& name, double last, double last_gpu, double median) {
-    return pad(detail::cut(name, 16), 17, true) + ms_cell(last, 9) + (gpu ? ms_cell(last_gpu, 9) : "") +
+    return pad(detail::cut(detail::printable(name), 16), 17, true) + ms_cell(last, 9) + (gpu ? ms_cell(last_gpu, 9) : "") +
            ms_cell(median, 11);
   };
   lines.push_back(pad("phase", 17, true) + pad("last ms", 9) + (gpu ? pad("gpu ms", 9) : "") + pad("median ms", 11));
