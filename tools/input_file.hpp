@@ -30,9 +30,9 @@ class file_error : public std::runtime_error {
 
 inline constexpr std::uint64_t mib = std::uint64_t{1} << 20;
 /// A summary is read whole and parsed into a JSON tree (about eight times its size in memory). What
-/// traceml writes is bounded: per run the statistics, at most 1,024 timeline points and at most
-/// profiler_options::keep_steps steps (10,000 by default, a few hundred bytes to a few KB each), so a
-/// few MB; 64 MiB is far above that and keeps the tree well under a GB.
+/// traceml writes is bounded: per run the statistics, at most 1,024 timeline points and a list of
+/// steps of at most 512 KiB (summary_step_list_max_bytes), so about 1 MB; 64 MiB leaves room for
+/// summaries of many runs put together and keeps the tree well under a GB.
 inline constexpr std::uint64_t max_summary_bytes = 64 * mib;
 /// A per-step JSONL grows with the run (one line per step: a few hundred bytes, a few KB with GPU
 /// figures). It is read line by line, but each step then costs about 250 bytes in the merge

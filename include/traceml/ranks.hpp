@@ -80,7 +80,8 @@ struct rank_merge {
 };
 
 /// A rank's steps from its profiler's run (the steps the run keeps: all of them up to
-/// profiler_options::keep_steps): each step's wall time and its top-level communication phases.
+/// profiler_options::keep_steps; read back from a summary, those whose list fits in its bound,
+/// json_summary.hpp): each step's wall time and its top-level communication phases.
 inline rank_steps rank_steps_of(const run_result& run, int rank) {
   rank_steps out{rank, {}};
   for (const auto& st : run.steps) {

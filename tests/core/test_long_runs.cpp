@@ -244,6 +244,51 @@ TEST_CASE("a profiled run longer than keep_steps: steps only in the JSONL, a bou
   CHECK(*steps_in_trace.begin() == 190);
 }
 
+TEST_CASE("a run whose step list would pass the summary's bound: aggregates only, the steps in the JSONL", "[profiler][long]") {
+  traceml_test::reset_recorder();
+  const std::string dir = traceml_test::temp_path("bounded_summary_dir");
+  ::mkdir(dir.c_str(), 0755);
+  auto opts = profiler_options::named("wide").write_all_to(dir);
+  opts.print_table = false;
+  opts.html_path.clear();
+  opts.trace_path.clear();
+  const int steps = 1500;  // within keep_steps: kept in memory, but 12 phases a step make ~1 KB each
+  static const char* const names[] = {"p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9", "p10", "p11"};
+  {
+    profiler prof(opts);
+    for (int s = 0; s < steps; ++s) {
+      TRACEML_STEP();
+      for (const char* n : names) TRACEML_PHASE_NAMED(n);
+    }
+    const auto& r = prof.finish();
+    REQUIRE(r.steps.size() == static_cast<std::size_t>(steps));  // result() keeps them ...
+  }
+  const std::string text = slurp(dir + "/wide_summary.json");
+  CHECK(text.size() < (std::size_t{1} << 20));  // ... the file does not
+  const auto summary = nlohmann::json::parse(text);
+  const auto& run = summary["runs"][0];
+  CHECK(run["steps_included"] == false);
+  CHECK(run["steps"].empty());
+  CHECK(run["summary"]["steps"] == steps);
+  CHECK(run["summary"]["phases"].size() == 12);
+  std::size_t lines = 0;
+  std::ifstream jsonl(dir + "/wide_steps.jsonl");
+  for (std::string line; std::getline(jsonl, line);) ++lines;
+  CHECK(lines == static_cast<std::size_t>(steps));
+  // The same steps, 100 of them: their list fits, and the summary carries it.
+  traceml_test::reset_recorder();
+  profiler_options few_opts = profiler_options::named("few");
+  few_opts.print_table = false;
+  profiler few(few_opts);
+  for (int s = 0; s < 100; ++s) {
+    TRACEML_STEP();
+    for (const char* n : names) TRACEML_PHASE_NAMED(n);
+  }
+  const auto few_run = nlohmann::json::parse(json_summary({few.finish()}))["runs"][0];
+  CHECK(few_run["steps_included"] == true);
+  CHECK(few_run["steps"].size() == 100);
+}
+
 TEST_CASE("trace window: the last steps, and before them the last recorded ones", "[profiler][long]") {
   detail::trace_window w(3, 2);
   for (int s = 0; s < 20; ++s) {

@@ -141,6 +141,8 @@ class json_writer {
   json_writer& value(int i) { return value(static_cast<std::int64_t>(i)); }
   json_writer& value(unsigned u) { return value(static_cast<std::uint64_t>(u)); }
   json_writer& null() { value_prefix(); out_ += "null"; return *this; }
+  /// A value already written as JSON by another writer (one that went into a separate string).
+  json_writer& raw_value(const std::string& json) { value_prefix(); out_ += json; return *this; }
   /// An optional value: null when empty.
   template <class T>
   json_writer& value(const std::optional<T>& v) { return v ? value(*v) : null(); }

@@ -1,6 +1,7 @@
 // traceml: the JSON summary (schema "traceml.summary/3", docs/json-schema.md) and the per-step
 // JSONL lines. Both are produced from run_result, so they always agree with the terminal table.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,6 +17,13 @@ TRACEML_BEGIN_NAMESPACE
 
 /// Identifies the layout of the JSON summary; bumped on any incompatible change.
 inline constexpr const char* json_schema = "traceml.summary/3";
+
+/// The most the summary's per-step list may take. The summary holds aggregates, whose size does
+/// not grow with the run (the timeline has at most timeline_points points); the list of steps is a
+/// convenience of short runs (the trace and HTML of a 100-step run read it back), and a run whose
+/// list would be larger leaves it to the JSONL, so that the whole file stays under about 1 MB at
+/// any length.
+inline constexpr std::size_t summary_step_list_max_bytes = std::size_t{512} << 10;
 
 namespace detail {
 
@@ -241,14 +249,21 @@ inline void write_run_json(detail::json_writer& w, const run_result& run) {
     w.member("mean_ms", b.mean_ms).member("min_ms", b.min_ms).member("max_ms", b.max_ms).end_object();
   }
   w.end_array();
-  // Every step, when the run kept them all (short runs, or profiler_options::keep_steps); a long
-  // run's steps are in its JSONL only, and the summary says so instead of carrying a partial list.
-  const bool all_steps = run.steps.size() == run.summary.steps;
-  w.member("steps_included", all_steps);
-  w.key("steps").begin_array();
-  if (all_steps)
-    for (std::size_t i = 0; i < run.steps.size(); ++i) detail::write_step(w, run.steps[i], i < run.summary.warmup_steps);
-  w.end_array().end_object();
+  // Every step, when the run kept them all (profiler_options::keep_steps) and their list fits in
+  // summary_step_list_max_bytes; otherwise the steps are in the JSONL only, and the summary says so
+  // instead of carrying a partial list.
+  std::string list;
+  if (run.steps.size() == run.summary.steps) {
+    detail::json_writer lw(list);
+    lw.begin_array();
+    for (std::size_t i = 0; i < run.steps.size(); ++i) detail::write_step(lw, run.steps[i], i < run.summary.warmup_steps);
+    lw.end_array();
+    if (list.size() > summary_step_list_max_bytes) list.clear();
+  }
+  w.member("steps_included", !list.empty());
+  if (list.empty()) w.key("steps").begin_array().end_array();
+  else w.key("steps").raw_value(list);
+  w.end_object();
 }
 
 /// The whole JSON summary document for one or more runs (compare runs by putting them together).
