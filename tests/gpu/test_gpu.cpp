@@ -37,6 +37,10 @@ traceml::gpu_source_options torch_options() {
   o.current_stream = lt::current_stream_provider();
   o.memory = lt::caching_allocator_sampler();
   o.hardware_counters = false;  // the hardware-counter test below turns them on
+  // The checks below need GPU time on every step, whatever the events cost these short steps;
+  // the events' sampling has its own test ("event sampling").
+  o.cupti_opts.event_budget = 0;
+  o.events_opts.event_budget = 0;
   return o;
 }
 
@@ -429,6 +433,60 @@ CATCH_TEST_CASE("CUDA-event timing matches a synchronized measurement", "[gpu][e
               ref[ref.size() / 2] / 1e6);
   CATCH_CHECK(ev[ev.size() / 2] == Approx(ref[ref.size() / 2]).epsilon(0.05).margin(50e3));
   CATCH_CHECK(r.summary.gpu_status.find("CUDA-event") != std::string::npos);
+}
+
+CATCH_TEST_CASE("event sampling: short steps whose events cost more than the budget are timed one in N",
+                "[gpu][events][event_sampling]") {
+  auto v = torch::zeros({1024}, torch::TensorOptions().device(torch::kCUDA));
+  // A few microseconds of GPU work per phase: the events' cost is far above any budget this small.
+  auto short_step = [&](int) {
+    TRACEML_STEP();
+    { TRACEML_PHASE(forward); v.add_(1.0); }
+    { TRACEML_PHASE(backward); v.add_(1.0); }
+  };
+  const double budget = 1e-9;  // every = max_every once the first window decided
+  const int steps = 2 + traceml::event_sampling::window_steps + 200;
+  // Timed: the 2 skipped steps, the first window, then every step whose index is a multiple of 100.
+  const std::size_t expect_timed = 2 + traceml::event_sampling::window_steps + 2;
+  for (const bool cupti : {false, true}) {
+    CATCH_CAPTURE(cupti);
+    std::unique_ptr<traceml::gpu_source> src;
+    if (cupti) {
+      traceml::cupti_options co;
+      co.current_stream = lt::current_stream_provider();
+      co.event_budget = budget;
+      co.overhead_budget = 0;
+      co.sample_every = 1000000;  // CUPTI records step 0 only: the events decide every other step
+      auto c = std::make_unique<traceml::cupti_source>(co);
+      CATCH_REQUIRE(c->ok());
+      src = std::move(c);
+    } else {
+      traceml::cuda_events_options eo;
+      eo.current_stream = lt::current_stream_provider();
+      eo.event_budget = budget;
+      src = std::make_unique<traceml::cuda_events_source>(eo);
+    }
+    auto r = run_profiled(std::move(src), steps, short_step);
+    CATCH_REQUIRE(r.steps.size() == static_cast<std::size_t>(steps));
+    std::size_t timed = 0;
+    for (std::size_t i = 0; i < r.steps.size(); ++i) {
+      const auto& st = r.steps[i];
+      CATCH_CAPTURE(i);
+      CATCH_REQUIRE(st.gpu.has_value());
+      const bool should = i < 2 + traceml::event_sampling::window_steps || i % traceml::event_sampling::max_every == 0 ||
+                          st.gpu->kernels_measured;
+      CATCH_CHECK((st.gpu->total.span_ns > 0) == should);
+      for (const auto& p : st.gpu->phases) CATCH_CHECK((p.facts.span_ns >= 0) == should);
+      timed += st.gpu->total.span_ns > 0 ? 1 : 0;
+    }
+    CATCH_CHECK(timed == expect_timed);
+    std::printf("event sampling (%s): %zu of %d steps timed; %s\n", cupti ? "cupti" : "cuda-events", timed, steps,
+                r.summary.gpu_status.c_str());
+    CATCH_CHECK(r.summary.gpu_status.find("CUDA-event phase timing on 1 step in 100 (events ") != std::string::npos);
+    // GPU time rests on the timed steps only, and says so by its count.
+    CATCH_REQUIRE(r.summary.step_gpu_ms.has_value());
+    CATCH_CHECK(r.summary.step_gpu_ms->count == expect_timed);
+  }
 }
 
 CATCH_TEST_CASE("memory peaks are per step", "[gpu][memory]") {

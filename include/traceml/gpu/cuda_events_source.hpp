@@ -22,7 +22,9 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/scope_pairing.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
+#include "traceml/clock.hpp"
 #include "traceml/gpu/device_check.hpp"
+#include "traceml/gpu/event_sampling.hpp"
 #include "traceml/gpu/event_timer.hpp"
 #include "traceml/gpu/gpu_memory.hpp"
 #include "traceml/gpu/gpu_source.hpp"
@@ -65,6 +67,9 @@ struct cuda_events_options {
   std::size_t event_pool = 4096;   ///< events created up front (two per step/phase scope)
   stream_provider current_stream;  ///< empty: the legacy default stream
   memory_sampler memory;           ///< called at each step end; empty: no memory numbers
+  /// The share of the run the events may cost the training thread: on steps too short for that,
+  /// one step in N is timed (event_sampling.hpp). 0: every step, whatever it costs.
+  double event_budget = default_event_budget;
 };
 
 /// CUDA-event phase timing. Delivers every step unrecorded (no kernel records), with the events'
@@ -89,22 +94,37 @@ class cuda_events_source : public gpu_source {
   const char* name() const noexcept override { return "cuda-events"; }
   bool wants_scope_hooks() const noexcept override { return ok(); }
 
-  /// Hot: one event record on the current stream (~1-2 us); no lock (the pairing's stacks are per
-  /// thread).
+  /// Hot: on a timed step one event record on the current stream (~1-2 us), on others nothing but
+  /// the pairing; no lock (the pairing's stacks are per thread).
   void on_scope_begin(phase_kind kind, const char*, std::int32_t, std::int32_t) noexcept override {
     if (kind == phase_kind::microbatch || !ok()) return;
+    if (kind == phase_kind::step) sampling_.begin_step();
+    if (!sampling_.timing()) {
+      scopes_.begin(open_entry{});  // keeps begins and ends paired
+      return;
+    }
+    const std::int64_t t0 = now_ns();
     const cudaStream_t s = detail::stream_of(opt_.current_stream);
     const cudaEvent_t e = timer_->record(s);
+    sampling_.add_cost(now_ns() - t0);
     if (!scopes_.begin(open_entry{e, s})) timer_->release(e);  // not kept: this scope stays untimed
   }
+  bool step_timed() const noexcept override { return ok() && sampling_.timing(); }
 
-  /// Hot: one event record on the stream of the matching begin (~1-2 us) and an uncontended lock.
+  /// Hot: one event record on the stream of the matching begin (~1-2 us; none on an untimed step)
+  /// and an uncontended lock.
   void on_scope_end(const span_record& r) noexcept override {
     if (r.kind == phase_kind::microbatch || !ok()) return;
     open_entry b{};
     if (!scopes_.end(b)) return;
-    event_pair p{b.begin, b.begin ? timer_->record(b.stream) : nullptr};
+    event_pair p{b.begin, nullptr};
+    if (b.begin) {
+      const std::int64_t t0 = now_ns();
+      p.end = timer_->record(b.stream);
+      sampling_.add_cost(now_ns() - t0);
+    }
     if (!p.end) timer_->release(p);  // half a pair times nothing
+    if (r.kind == phase_kind::step) sampling_.end_step(r.end_ns - r.begin_ns);
     bool kept = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -177,7 +197,7 @@ class cuda_events_source : public gpu_source {
 
   std::string status() const override {
     if (!ok()) return "GPU timing off: " + why_;
-    return "CUDA-event phase timing on every step (GPU time per phase; kernel attribution off)";
+    return "CUDA-event phase timing " + sampling_.describe() + " (GPU time per phase; kernel attribution off)";
   }
 
  private:
@@ -200,6 +220,7 @@ class cuda_events_source : public gpu_source {
 
   cuda_events_options opt_;
   std::string why_;
+  event_sampling sampling_{opt_.event_budget};
   std::unique_ptr<event_timer> timer_;  // its own lock is a leaf: taken under mu_ (never the reverse)
   std::mutex mu_;                       // guards pending_, closed_memory_ and scopes_' closed spans (its open stacks are per thread)
   detail::scope_pairing<open_entry, event_pair> scopes_;

@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "traceml/clock.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/scope_pairing.hpp"
@@ -44,6 +45,7 @@
 #include "traceml/gpu/cuda_events_source.hpp"
 #include "traceml/gpu/cupti_reader.hpp"
 #include "traceml/gpu/device_check.hpp"
+#include "traceml/gpu/event_sampling.hpp"
 #include "traceml/gpu/event_timer.hpp"
 #include "traceml/gpu/gpu_memory.hpp"
 #include "traceml/gpu/gpu_source.hpp"
@@ -66,6 +68,9 @@ struct cupti_options {
   /// CUDA-event timing of every step and phase (span_ns on every step, recorded or not; measured
   /// +0.13% step time on the graphed Qwen3 trainer). Off: unrecorded steps carry no GPU time.
   bool phase_events = true;
+  /// The share of the run the events may cost the training thread: on steps too short for that,
+  /// one step in N is timed, and every step CUPTI records (event_sampling.hpp). 0: every step.
+  double event_budget = default_event_budget;
   std::size_t event_pool = 4096;  ///< events created up front (two per step/phase scope in flight)
   /// Which steps CUPTI records (record_switch.hpp; costs measured in docs/attribution.md). Other
   /// steps run as if untraced and report kernels_measured = false, with span_ns from the events.
@@ -120,14 +125,25 @@ class cupti_source : public gpu_source {
   /// marker goes before the event, so that event times do not contain it. Micro-batches get neither.
   void on_scope_begin(phase_kind kind, const char*, std::int32_t step, std::int32_t) noexcept override {
     if (kind == phase_kind::microbatch || !running_) return;
-    if (kind == phase_kind::step) switch_.begin_step(step);
+    if (kind == phase_kind::step) {
+      switch_.begin_step(step);
+      sampling_.begin_step();
+    }
+    const bool recorded = switch_.current();
+    const bool timed = events_ && (recorded || sampling_.timing());
+    if (!recorded && !timed) {
+      scopes_.begin(open_scope{});  // keeps begins and ends paired
+      return;
+    }
     const cudaStream_t s = detail::stream_of(opt_.current_stream);
     // Steps without records get no markers: an entry with marker 0 keeps begins and ends paired.
     // A schedule's warm-up steps do get them, so that their kernels are claimed exactly by them
     // (and discarded) rather than spilling by time into the first active step.
-    const open_scope o{switch_.current() ? markers_.enqueue(s) : 0, s, events_ ? events_->record(s) : nullptr};
+    open_scope o{recorded ? markers_.enqueue(s) : 0, s, nullptr};
+    if (timed) o.event = timed_record(s);
     if (!scopes_.begin(o) && events_) events_->release(o.event);  // not kept: this scope stays unmeasured
   }
+  bool step_timed() const noexcept override { return events_ && (switch_.current() || sampling_.timing()); }
 
   /// Hot: as on_scope_begin, on the stream of the matching begin (the event before the marker),
   /// plus an uncontended lock to keep what the scope left until its step ends.
@@ -135,10 +151,13 @@ class cupti_source : public gpu_source {
     if (r.kind == phase_kind::microbatch || !running_) return;
     open_scope b{};
     if (!scopes_.end(b)) return;
-    event_pair ev{b.event, b.event ? events_->record(b.stream) : nullptr};
+    event_pair ev{b.event, b.event ? timed_record(b.stream) : nullptr};
     if (!ev.end && events_) events_->release(ev);  // half a pair times nothing
     const std::uint64_t end_marker = b.marker ? markers_.enqueue(b.stream) : 0;
-    if (r.kind == phase_kind::step) switch_.end_step(b.stream, end_marker, r.end_ns - r.begin_ns);
+    if (r.kind == phase_kind::step) {
+      switch_.end_step(b.stream, end_marker, r.end_ns - r.begin_ns);
+      sampling_.end_step(r.end_ns - r.begin_ns);
+    }
     bool kept = false;
     {
       std::lock_guard<std::mutex> lock(hook_mu_);
@@ -258,7 +277,7 @@ class cupti_source : public gpu_source {
     s += ", clock: ";
     s += reader_.clock_callback() ? "CUPTI stamps now_ns()" : "CUPTI clock mapped by offset";
     s += "; " + switch_.describe() + ")";
-    s += events_ ? "; CUDA-event phase timing on every step"
+    s += events_ ? "; CUDA-event phase timing " + sampling_.describe() + (sampling_.every() > 1 ? " and every recorded step" : "")
                  : "; CUDA-event phase timing off" + (events_why_.empty() ? std::string() : " (" + events_why_ + ")");
     return s;
   }
@@ -272,6 +291,14 @@ class cupti_source : public gpu_source {
   std::int64_t record_switch_ns() const noexcept { return switch_.switch_ns(); }
 
  private:
+  /// Hot: one event record, its time charged to the events' budget.
+  cudaEvent_t timed_record(cudaStream_t s) noexcept {
+    const std::int64_t t0 = now_ns();
+    const cudaEvent_t e = events_->record(s);
+    sampling_.add_cost(now_ns() - t0);
+    return e;
+  }
+
   struct open_scope { std::uint64_t marker = 0; cudaStream_t stream = nullptr; cudaEvent_t event = nullptr; };
   struct closed_scope { std::uint64_t begin_marker = 0, end_marker = 0; event_pair events; };
   /// What step_closed() took on the training thread, until step_ended() runs.
@@ -405,6 +432,7 @@ class cupti_source : public gpu_source {
   boundary_markers markers_;
   cupti_reader reader_;    // decodes markers_
   record_switch switch_;   // switches reader_'s records
+  event_sampling sampling_{opt_.event_budget};  // which steps the events time (training thread)
   std::unique_ptr<event_timer> events_;  // nullptr: phase_events off or no event could be made
 
   std::mutex hook_mu_;  // also guards closed_steps_

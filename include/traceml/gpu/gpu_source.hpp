@@ -27,6 +27,9 @@ class gpu_source {
   /// Hot: a scope opened on the calling thread.
   virtual void on_scope_begin(phase_kind, const char* /*name*/, std::int32_t /*step*/,
                               std::int32_t /*microbatch*/) noexcept {}
+  /// Hot: whether the step begun last gets GPU event timing (a source may time one step in N when
+  /// its events would cost short steps too much: event_sampling.hpp). Asked after on_scope_begin.
+  virtual bool step_timed() const noexcept { return true; }
   /// Hot: a scope closed.
   virtual void on_scope_end(const span_record&) noexcept {}
   /// Training thread, as a step's scope closes, before the next step begins: take what belongs to

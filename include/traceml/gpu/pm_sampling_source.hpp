@@ -9,7 +9,8 @@
 // overlap-weighted mean of the samples over its window (pm_samples.hpp). A step is held back until
 // the samples reach past its end (they arrive a decode period late), at most `max_hold_ms`.
 //
-// Cost on the training thread: one stamp kernel launch per step (~2-3 us). The sampler's decoding
+// Cost on the training thread: one stamp kernel launch per step the inner source times (~2-3 us;
+// event_sampling.hpp chooses those steps). The sampler's decoding
 // runs on its own thread. When PM sampling is unavailable (privileges, unsupported GPU, counters
 // taken by another tool) the inner source runs alone and status() says why, once.
 //
@@ -154,10 +155,11 @@ class pm_sampling_source : public gpu_source {
     return (inner_ && inner_->wants_scope_hooks()) || sampling();
   }
 
-  /// Hot: the inner source's work, then at a step's begin one clock stamp behind its first event.
+  /// Hot: the inner source's work, then at a step's begin one clock stamp behind its first event,
+  /// on the steps the inner source times (without their events, samples cannot be placed).
   void on_scope_begin(phase_kind kind, const char* name, std::int32_t step, std::int32_t mb) noexcept override {
     if (inner_ && inner_->wants_scope_hooks()) inner_->on_scope_begin(kind, name, step, mb);
-    if (kind != phase_kind::step || !sampling()) return;
+    if (kind != phase_kind::step || !sampling() || !step_timed()) return;
     const int slot = clock_.stamp(detail::stream_of(opt_.current_stream));
     if (slot < 0) {
       if (!clock_.why().empty()) report_once("pm-clock", "hardware counters not placed on phases: " + clock_.why());
@@ -166,6 +168,7 @@ class pm_sampling_source : public gpu_source {
     std::lock_guard<std::mutex> lock(mu_);
     stamps_[step] = slot;
   }
+  bool step_timed() const noexcept override { return !inner_ || inner_->step_timed(); }
   void on_scope_end(const span_record& r) noexcept override {
     if (inner_ && inner_->wants_scope_hooks()) inner_->on_scope_end(r);
   }
@@ -226,7 +229,7 @@ class pm_sampling_source : public gpu_source {
     if (!sampling()) return inner + "; " + (why_.empty() ? std::string("hardware counters off") : why_);
     char aligned[96];
     std::snprintf(aligned, sizeof aligned, "clock aligned by a %.1f ms calibration burst", alignment_.burst_ms);
-    std::string s = inner + "; " + sampler_->status() + " (every step, every phase; " + aligned;
+    std::string s = inner + "; " + sampler_->status() + " (every step the events time, every phase; " + aligned;
     if (drift_measured_) {
       char moved[64];
       std::snprintf(moved, sizeof moved, ", moved %+.1f us by the end", static_cast<double>(drift_ns_) / 1e3);
