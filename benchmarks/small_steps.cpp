@@ -43,6 +43,7 @@
 //
 //   small_steps [--rounds 30] [--steps 100] [--warmup 30] [--modes plain,core,...] [--batch 64]
 //               [--out DIR] [--dataset-size 60000] [--device cuda|cpu] [--threads N] [--seed 1]
+//               [--counter-interval-us N]
 //
 // Many short blocks rather than a few long ones: on the H200 machine, blocks of one mode differ by
 // up to 10% from one second to the next (plain against scopes, which cost the same: 10 rounds of 300
@@ -252,7 +253,7 @@ struct block_setup {
   std::string unavailable;
 };
 
-block_setup make_block(const mode& m, const std::string& base, bool cuda) {
+block_setup make_block(const mode& m, const std::string& base, bool cuda, std::int64_t counter_interval_us) {
   block_setup b;
   if (!m.profiler) return b;
   std::unique_ptr<traceml::gpu_source> src;
@@ -261,6 +262,7 @@ block_setup make_block(const mode& m, const std::string& base, bool cuda) {
     traceml::gpu_source_options g;  // the defaults, as start_session makes them
     g.current_stream = traceml::libtorch::current_stream_provider();
     g.memory = traceml::libtorch::caching_allocator_sampler();
+    if (counter_interval_us > 0) g.counters.interval_ns = counter_interval_us * 1000;
     if (!m.defaults) {
       if (!m.memory) g.memory = nullptr;
       g.cupti = m.gpu == gpu_part::cupti;
@@ -280,6 +282,7 @@ block_setup make_block(const mode& m, const std::string& base, bool cuda) {
       if (!b.unavailable.empty()) return b;
     }
 #else
+    (void)counter_interval_us;
     if (!m.defaults) {
       b.unavailable = "this build has no traceml::cupti (CUDA toolkit with CUPTI not found when configuring)";
       return b;
@@ -352,6 +355,7 @@ const char* verdict(double lo, double hi, double budget) {
 int main(int argc, char** argv) {
   int rounds = 30, steps = 100, warmup = 30, threads = 0;
   std::int64_t batch = 64, dataset_size = 60000;
+  std::int64_t counter_interval_us = 0;
   std::uint64_t seed = 1;
   std::string out_dir, device_name;
   std::vector<std::string> mode_names;
@@ -375,6 +379,10 @@ int main(int argc, char** argv) {
                                    "the end, as every other mode's JSONL)");
   app.add_option("--device", device_name, "cuda | cpu (default: cuda when available)")->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_option("--threads", threads, "LibTorch intra-op threads (0: LibTorch's default)")->capture_default_str();
+  app.add_option("--counter-interval-us", counter_interval_us,
+                 "hardware counters' sampling interval for the counters and defaults modes (0: the default, "
+                 "pm_sampler_options::interval_ns)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "seed for the data and the weights")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -451,7 +459,7 @@ int main(int argc, char** argv) {
           for (const char* suffix : {"_steps.jsonl", "_summary.json", "_trace.json", "_report.html"})
             scratch_dir.files.push_back(base + suffix);
         const auto s0 = std::chrono::steady_clock::now();
-        block_setup b = make_block(m, base, cuda);
+        block_setup b = make_block(m, base, cuda, counter_interval_us);
         const auto s1 = std::chrono::steady_clock::now();
         if (!b.unavailable.empty()) {
           out.unavailable = b.unavailable;

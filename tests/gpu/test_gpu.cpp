@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -42,6 +43,14 @@ traceml::gpu_source_options torch_options() {
   o.cupti_opts.event_budget = 0;
   o.events_opts.event_budget = 0;
   return o;
+}
+
+/// The hardware counters' interval for the tests that sample them: the default, or
+/// TRACEML_TEST_PM_INTERVAL_US (to check the placement and agreement at another interval).
+std::int64_t counter_interval_ns() {
+  const char* env = std::getenv("TRACEML_TEST_PM_INTERVAL_US");
+  const std::int64_t us = env ? std::atoll(env) : 0;
+  return us > 0 ? us * 1000 : traceml::pm_sampler_options{}.interval_ns;
 }
 
 /// Prints what the engine saw around every kernel it could not put in a phase (diagnostics).
@@ -700,6 +709,7 @@ CATCH_TEST_CASE("hardware counters on every phase of every step, agreeing with k
   loop.step(false);
   auto o = torch_options();
   o.hardware_counters = true;
+  o.counters.interval_ns = counter_interval_ns();
   o.cupti_opts.overhead_budget = 0;  // every step recorded: the two sources side by side on each
   auto src = traceml::make_best_gpu_source(o);
   CATCH_REQUIRE(src);
@@ -756,6 +766,7 @@ CATCH_TEST_CASE("between profilers the hardware counters pause, and the next pro
   loop.step(false);
   auto o = torch_options();
   o.hardware_counters = true;
+  o.counters.interval_ns = counter_interval_ns();
   o.cupti_opts.overhead_budget = 0;
   auto run_once = [&] {
     auto src = traceml::make_best_gpu_source(o);
