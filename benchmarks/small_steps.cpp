@@ -43,7 +43,7 @@
 //
 //   small_steps [--rounds 30] [--steps 100] [--warmup 30] [--modes plain,core,...] [--batch 64]
 //               [--out DIR] [--dataset-size 60000] [--device cuda|cpu] [--threads N] [--seed 1]
-//               [--counter-interval-us N]
+//               [--counter-interval-us N] [--counter-decode-ms N] [--counter-max-samples N]
 //
 // Many short blocks rather than a few long ones: on the H200 machine, blocks of one mode differ by
 // up to 10% from one second to the next (plain against scopes, which cost the same: 10 rounds of 300
@@ -253,7 +253,14 @@ struct block_setup {
   std::string unavailable;
 };
 
-block_setup make_block(const mode& m, const std::string& base, bool cuda, std::int64_t counter_interval_us) {
+/// Hardware-counter settings of the counters and defaults modes (0: the library's default).
+struct counter_settings {
+  std::int64_t interval_us = 0;
+  int decode_ms = 0;
+  std::int64_t max_samples = 0;
+};
+
+block_setup make_block(const mode& m, const std::string& base, bool cuda, const counter_settings& cs) {
   block_setup b;
   if (!m.profiler) return b;
   std::unique_ptr<traceml::gpu_source> src;
@@ -262,7 +269,9 @@ block_setup make_block(const mode& m, const std::string& base, bool cuda, std::i
     traceml::gpu_source_options g;  // the defaults, as start_session makes them
     g.current_stream = traceml::libtorch::current_stream_provider();
     g.memory = traceml::libtorch::caching_allocator_sampler();
-    if (counter_interval_us > 0) g.counters.interval_ns = counter_interval_us * 1000;
+    if (cs.interval_us > 0) g.counters.interval_ns = cs.interval_us * 1000;
+    if (cs.decode_ms > 0) g.counters.decode_period_ms = cs.decode_ms;
+    if (cs.max_samples > 0) g.counters.max_samples = static_cast<std::uint32_t>(cs.max_samples);
     if (!m.defaults) {
       if (!m.memory) g.memory = nullptr;
       g.cupti = m.gpu == gpu_part::cupti;
@@ -282,7 +291,7 @@ block_setup make_block(const mode& m, const std::string& base, bool cuda, std::i
       if (!b.unavailable.empty()) return b;
     }
 #else
-    (void)counter_interval_us;
+    (void)cs;
     if (!m.defaults) {
       b.unavailable = "this build has no traceml::cupti (CUDA toolkit with CUPTI not found when configuring)";
       return b;
@@ -355,7 +364,7 @@ const char* verdict(double lo, double hi, double budget) {
 int main(int argc, char** argv) {
   int rounds = 30, steps = 100, warmup = 30, threads = 0;
   std::int64_t batch = 64, dataset_size = 60000;
-  std::int64_t counter_interval_us = 0;
+  counter_settings counters;
   std::uint64_t seed = 1;
   std::string out_dir, device_name;
   std::vector<std::string> mode_names;
@@ -379,9 +388,15 @@ int main(int argc, char** argv) {
                                    "the end, as every other mode's JSONL)");
   app.add_option("--device", device_name, "cuda | cpu (default: cuda when available)")->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_option("--threads", threads, "LibTorch intra-op threads (0: LibTorch's default)")->capture_default_str();
-  app.add_option("--counter-interval-us", counter_interval_us,
+  app.add_option("--counter-interval-us", counters.interval_us,
                  "hardware counters' sampling interval for the counters and defaults modes (0: the default, "
                  "pm_sampler_options::interval_ns)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--counter-decode-ms", counters.decode_ms,
+                 "how often the counters' worker decodes (0: the default, pm_sampler_options::decode_period_ms)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--counter-max-samples", counters.max_samples,
+                 "samples one decode pass holds (0: the default, pm_sampler_options::max_samples)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "seed for the data and the weights")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -459,7 +474,7 @@ int main(int argc, char** argv) {
           for (const char* suffix : {"_steps.jsonl", "_summary.json", "_trace.json", "_report.html"})
             scratch_dir.files.push_back(base + suffix);
         const auto s0 = std::chrono::steady_clock::now();
-        block_setup b = make_block(m, base, cuda, counter_interval_us);
+        block_setup b = make_block(m, base, cuda, counters);
         const auto s1 = std::chrono::steady_clock::now();
         if (!b.unavailable.empty()) {
           out.unavailable = b.unavailable;
