@@ -346,7 +346,7 @@ int main(int argc, char** argv) {
                 static_cast<long long>(clock_ns(CLOCK_MONOTONIC)), static_cast<long long>(clock_ns(CLOCK_REALTIME)));
   }
   const auto again = traceml::measure_clock_alignment(sampler, clock, so.interval_ns, aligned.offset_ns,
-                                                      2 * traceml::clock_calibration_burst_ns);
+                                                      2 * traceml::clock_calibration_burst_ns(so.interval_ns));
   std::printf("   alignment again after %.2f s: %s %+.3f us from the first\n", static_cast<double>(traceml::now_ns() - wall0) / 1e9,
               again.ok ? "offset moved" : ("FAILED (" + again.why + ")").c_str(),
               again.ok ? static_cast<double>(again.offset_ns - aligned.offset_ns) / 1e3 : 0.0);

@@ -42,16 +42,22 @@ TRACEML_BEGIN_NAMESPACE
 
 struct pm_sampler_options {
   int device = -1;                     ///< CUDA device index; -1: the current device
-  /// Sampling interval. 100 us gives 100 samples in a 10 ms phase. The hardware samples faster, but
-  /// decoding took about 30 us per sample on an H200 with the five default counters
-  /// (pm_sampling_probe): at 50 us about two thirds of a core, at 100 us a third.
-  std::int64_t interval_ns = 100000;
-  /// The GPU-side ring of raw samples (taken from device memory): at 100 us, seconds of samples.
+  /// Sampling interval: 1 ms, as Kineto samples. Decoding costs a fixed part per pass plus about
+  /// 25 us per sample on an H200 with the five default counters (small_steps, counters mode): at
+  /// 100 us it kept 38-49% of one core busy, at 500 us 11%, at 1 ms 5%, and on a host with few cores
+  /// per GPU that core is the trainer's own (data loading, launches). 1 ms still gives 10 samples in a
+  /// 10 ms phase and hundreds per phase over a run; a phase's edges are blurred by up to one sample,
+  /// so for phases under ~10 ms per step set 100-500 us and pay the decoding.
+  std::int64_t interval_ns = 1000000;
+  /// The GPU-side ring of raw samples (taken from device memory): at 1 ms, minutes of samples.
   std::size_t hardware_buffer_bytes = std::size_t{64} << 20;
   /// Samples one decode pass can hold (the host counter-data image, initialized again after every
-  /// pass). 1,024 hold 100 ms at 100 us, five decode periods; a fuller buffer takes more passes.
-  std::uint32_t max_samples = 1024;
-  int decode_period_ms = 20;           ///< how often the worker decodes the hardware buffer (0: no worker; flush() decodes)
+  /// pass, which is most of a pass's fixed cost). 256 hold 256 ms at 1 ms, one decode period and a
+  /// margin; a fuller buffer takes more passes.
+  std::uint32_t max_samples = 256;
+  /// How often the worker decodes the hardware buffer (0: no worker; flush() decodes). Fewer, fuller
+  /// passes cost less: at 1 ms, 200 ms passes took 5% of a core where 20 ms passes at 100 us took 49%.
+  int decode_period_ms = 200;
   bool tensor = true;                  ///< add the tensor-pipe counter when one pass allows it
   bool dram = true;                    ///< add the DRAM-throughput counter when one pass allows it
 };

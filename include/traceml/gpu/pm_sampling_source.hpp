@@ -64,8 +64,11 @@ inline std::atomic<bool>& pm_sampler_claimed() {
 }
 }  // namespace detail
 
-/// The calibration burst: 20 samples at the default 100 us.
-inline constexpr std::int64_t clock_calibration_burst_ns = 2000000;
+/// The calibration burst: 2 ms, and at least 4 samples at longer intervals (4 ms at the default 1 ms),
+/// so that the burst is a run of busy samples and not one sample's edge.
+inline constexpr std::int64_t clock_calibration_burst_ns(std::int64_t interval_ns) {
+  return interval_ns * 4 > 2000000 ? interval_ns * 4 : 2000000;
+}
 
 /// Where the samples' clock stands against the GPU's, measured: the device synchronized and quiet,
 /// one burst of work (gpu_clock::busy_burst) between quiet gaps, the samples decoded at once and
@@ -84,7 +87,7 @@ inline clock_alignment measure_clock_alignment(pm_sampler& sampler, gpu_clock& c
   sampler.take();
   clock_alignment a;
   std::int64_t begin = -1, end = -1;
-  if (!clock.busy_burst(nullptr, clock_calibration_burst_ns, begin, end)) {
+  if (!clock.busy_burst(nullptr, clock_calibration_burst_ns(interval_ns), begin, end)) {
     a.why = "the calibration burst could not run" + (clock.why().empty() ? std::string() : ": " + clock.why());
     return a;
   }
@@ -277,7 +280,7 @@ class pm_sampling_source : public gpu_source {
     if (!alignment_.ok || !sampling()) return;
     // Steps were all placed already: the samples taken here serve the measurement alone.
     const clock_alignment again =
-        measure_clock_alignment(*sampler_, clock_, sampler_->interval_ns(), alignment_.offset_ns, 2 * clock_calibration_burst_ns);
+        measure_clock_alignment(*sampler_, clock_, sampler_->interval_ns(), alignment_.offset_ns, 2 * clock_calibration_burst_ns(sampler_->interval_ns()));
     if (again.ok) drift_ns_ = again.offset_ns - alignment_.offset_ns;
     else drift_measured_ = false;
   }
