@@ -41,7 +41,7 @@
 // which adds LibTorch's own threads and the profiler's background threads: the attribution worker,
 // CUPTI's buffer thread and flusher, the counters' decoder).
 //
-//   small_steps [--rounds 30] [--steps 100] [--warmup 30] [--modes plain,core,...] [--batch 64]
+//   small_steps [--rounds 30] [--max-seconds S] [--steps 100] [--warmup 30] [--modes plain,core,...] [--batch 64]
 //               [--out DIR] [--dataset-size 60000] [--device cuda|cpu] [--threads N] [--seed 1]
 //               [--counter-interval-us N] [--counter-decode-ms N] [--counter-max-samples N]
 //
@@ -363,6 +363,7 @@ const char* verdict(double lo, double hi, double budget) {
 
 int main(int argc, char** argv) {
   int rounds = 30, steps = 100, warmup = 30, threads = 0;
+  double max_seconds = 0;
   std::int64_t batch = 64, dataset_size = 60000;
   counter_settings counters;
   std::uint64_t seed = 1;
@@ -373,6 +374,9 @@ int main(int argc, char** argv) {
   CLI::App app{"traceml's cost on a training loop of short steps (LibTorch's MNIST CNN), part by part: blocks of "
                "steps per mode, interleaved and rotated, paired ratios to the loop without a profiler."};
   app.add_option("--rounds", rounds, "rounds; each runs one block per mode")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--max-seconds", max_seconds, "start no round after this many seconds (0: no limit); the figures "
+                                               "rest on the rounds that ran")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--steps", steps, "timed steps per block")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps per block, after its profiler started")->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -460,7 +464,17 @@ int main(int argc, char** argv) {
     traceml::set_enabled(true);
 
     const std::size_t n = modes.size();
+    const auto began = std::chrono::steady_clock::now();
     for (int r = 0; r < rounds; ++r) {
+      if (max_seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() > max_seconds) {
+        std::printf("  --max-seconds %g: %d of %d rounds ran\n", max_seconds, r, rounds);
+        rounds = r;
+        for (auto& kv : res)
+          for (auto* v : {&kv.second.step_ms, &kv.second.thread_cpu_us, &kv.second.process_cpu_us, &kv.second.startup_ms,
+                          &kv.second.finish_ms})
+            v->resize(static_cast<std::size_t>(r));
+        break;
+      }
       std::string progress = "[round " + std::to_string(r + 1) + "/" + std::to_string(rounds) + "]";
       for (std::size_t i = 0; i < n; ++i) {
         const mode& m = modes[(i + static_cast<std::size_t>(r)) % n];

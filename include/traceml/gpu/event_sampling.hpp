@@ -101,7 +101,7 @@ class event_sampling {
     const double cost_us = static_cast<double>(last_cost_ns_.load(std::memory_order_relaxed)) / 1e3;
     const double wall_ms = static_cast<double>(last_wall_ns_.load(std::memory_order_relaxed)) / 1e6;
     char buf[160];
-    std::snprintf(buf, sizeof buf, " (events %.1f us a timed step, %.2f%% of %.2f ms steps; budget %.2f%%)", cost_us,
+    std::snprintf(buf, sizeof buf, " (events %.1f us a timed step, %.2f%% of %.2f ms steps; budget %.3g%%)", cost_us,
                   wall_ms > 0 ? 100.0 * cost_us / 1e3 / wall_ms : 0.0, wall_ms, 100.0 * budget_);
     return s + buf;
   }
