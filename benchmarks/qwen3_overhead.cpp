@@ -35,6 +35,7 @@
 // there is no accumulation (4x1) and <= +3% with accumulation (1x4, launch-bound). The verdict says
 // "within" or "over" only when the whole interval is on one side of the budget.
 #include <CLI/CLI.hpp>
+#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -102,6 +103,13 @@ struct after_profiler : traceml::callback {
   void on_step_end() override { ends.push_back(traceml::now_ns()); }
   void on_train_end() override { clock.end = traceml::now_ns(); }
 };
+
+/// CPU time of a clock (CLOCK_THREAD_CPUTIME_ID, CLOCK_PROCESS_CPUTIME_ID), in microseconds.
+double cpu_us(clockid_t id) {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
 
 // As the profiler's own summaries compute them (0 for an empty sample).
 double mean(const std::vector<double>& v) { return traceml::summarize(v).mean; }
@@ -179,6 +187,10 @@ struct mode_result {
   std::vector<double> sampled, unsampled;      // cupti/N, cupti@B: counted steps by their report's kernels_measured
   std::vector<double> hook_us;                 // the profiler's step begin + end work, per step
   std::vector<double> alternate;               // +pmalt: a sampled step over the mean of its two neighbours
+  // Per round, minus off's block of the same round: CPU time per step of the training thread and of
+  // the whole process (LibTorch's threads and the profiler's background threads: the step worker,
+  // the attribution worker, CUPTI's buffer thread, the counters' decoder).
+  std::vector<double> thread_us_added, process_us_added;
   std::uint64_t recorded_steps = 0, steps = 0, timed_steps = 0;  // timed: the step's GPU span measured
   std::uint64_t kernels = 0, attributed = 0, dropped = 0, gpu_steps = 0, switches = 0;
   std::int64_t switch_ns = 0;
@@ -285,6 +297,7 @@ int main(int argc, char** argv) {
       std::vector<double> off_first_round;
       for (int r = 0; r < rounds; ++r) {
         std::map<std::string, double> round_mean;
+        std::map<std::string, std::pair<double, double>> round_cpu;  // thread, process CPU us per step
         for (std::size_t mi = 0; mi < modes.size(); ++mi) {
           const mode& md = modes[(mi + static_cast<std::size_t>(r)) % modes.size()];
           auto& out = res[md.name];
@@ -337,7 +350,11 @@ int main(int argc, char** argv) {
             callbacks.add(*prof);
           }
           callbacks.add(after);
-          run_block(md.budget > 0 ? budget_block : block, callbacks);
+          const int block_steps = md.budget > 0 ? budget_block : block;
+          const double thread0 = cpu_us(CLOCK_THREAD_CPUTIME_ID), process0 = cpu_us(CLOCK_PROCESS_CPUTIME_ID);
+          run_block(block_steps, callbacks);
+          round_cpu[md.name] = {(cpu_us(CLOCK_THREAD_CPUTIME_ID) - thread0) / block_steps,
+                                (cpu_us(CLOCK_PROCESS_CPUTIME_ID) - process0) / block_steps};
           if (cupti) {
             out.switches += cupti->record_switches();
             out.switch_ns += cupti->record_switch_ns();
@@ -390,6 +407,11 @@ int main(int argc, char** argv) {
         }
         for (auto& [name, m] : round_mean)
           if (round_mean.count("off") && round_mean["off"] > 0) res[name].block_means.push_back(m / round_mean["off"]);
+        if (round_cpu.count("off"))
+          for (auto& [name, c] : round_cpu) {
+            res[name].thread_us_added.push_back(c.first - round_cpu["off"].first);
+            res[name].process_us_added.push_back(c.second - round_cpu["off"].second);
+          }
       }
 
       const double off_ms = mean(res["off"].counted);
@@ -415,6 +437,14 @@ int main(int argc, char** argv) {
                     100.0 * ci.coverage, 100.0 * budget, verdict);
         std::printf("  %-9s   profiler work at step begin and end on the training thread: %.1f us per step (%.3f%% of off)\n",
                     "", mean(m.hook_us), 100.0 * mean(m.hook_us) / 1e3 / off_ms);
+        if (!m.thread_us_added.empty()) {
+          const auto ti = median_interval(m.thread_us_added), pi = median_interval(m.process_us_added);
+          const double t = median(m.thread_us_added), p = median(m.process_us_added);
+          std::printf("  %-9s   CPU time per step against off's block of the round (median [interval]): training thread "
+                      "%+.1f us [%+.1f, %+.1f] (%+.3f%% of off's step), whole process %+.1f us [%+.1f, %+.1f] (%.2f%% of "
+                      "one core)\n",
+                      "", t, ti.lo, ti.hi, 100.0 * t / 1e3 / off_ms, p, pi.lo, pi.hi, 100.0 * p / 1e3 / off_ms);
+        }
         if ((md.sample_every > 1 || md.budget > 0) && !m.sampled.empty())
           std::printf("  %-9s   %llu of %llu steps recorded: %.3f ms (%+.2f%% vs off), the others %.3f ms (%+.2f%%); %llu "
                       "switches, %.3f ms each on the training thread\n",
