@@ -1,0 +1,96 @@
+// traceml: the words of a verdict (analysis/verdicts.hpp): its evidence, figures with the steps they
+// rest on, and one next step. Every output that shows verdicts (the table, the JSON summary, the
+// HTML report, `traceml show`) takes its text from here, so that they say the same thing.
+#pragma once
+#include <cstdio>
+#include <string>
+
+#include "traceml/analysis/verdicts.hpp"
+#include "traceml/config.hpp"
+
+TRACEML_BEGIN_NAMESPACE
+
+namespace detail {
+inline std::string pct(double share) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f%%", 100.0 * share);
+  return b;
+}
+inline std::string num(double v, const char* fmt = "%.1f") {
+  char b[32];
+  std::snprintf(b, sizeof b, fmt, v);
+  return b;
+}
+inline std::string on_steps(const verdict& v) {
+  const char* what = std::string(v.source) == "kernels"    ? " with kernel records"
+                     : std::string(v.source) == "counters" ? " with hardware counters"
+                                                          : "";
+  return " (" + std::to_string(v.steps) + " step" + (v.steps == 1 ? "" : "s") + what + ")";
+}
+}  // namespace detail
+
+/// The figures in words, with the steps they rest on.
+inline std::string verdict_evidence(const verdict& v) {
+  using detail::num;
+  using detail::pct;
+  const std::string where = v.phase.empty() ? std::string() : v.phase + ": ";
+  switch (v.code) {
+    case verdict_code::input_bound:
+      return "the dataloader takes " + pct(v.figure("share")) + " of the step, " + num(v.figure("ms_per_step"), "%.2f") +
+             " ms per step" + detail::on_steps(v);
+    case verdict_code::host_bound:
+      if (v.figure("mean_kernel_us") >= 0)
+        return where + "the GPU is idle " + pct(v.figure("idle_share")) + " of the phase while it runs " +
+               num(v.figure("kernels_per_step"), "%.0f") + " kernels per step of " + num(v.figure("mean_kernel_us")) +
+               " us on average" + detail::on_steps(v);
+      return where + "the GPU is idle " + pct(v.figure("idle_share")) + " of the phase" + detail::on_steps(v);
+    case verdict_code::gpu_bound:
+      return "the GPU is busy " + pct(v.figure("busy_share")) + " of the step" + detail::on_steps(v);
+    case verdict_code::small_kernels:
+      return where + "the GPU is busy " + pct(v.figure("busy_share")) + " of the phase but the SMs are active only " +
+             pct(v.figure("sm_active_share")) + detail::on_steps(v);
+    case verdict_code::residual_heavy:
+      return pct(v.figure("share")) + " of the step (" + num(v.figure("ms_per_step"), "%.2f") +
+             " ms) lies in no phase" + detail::on_steps(v);
+    case verdict_code::unstable:
+      switch (v.why_unstable) {
+        case instability::drift:
+          return "the second half of the steps is " + num(100.0 * (v.figure("second_half_over_first") - 1.0), "%+.0f") +
+                 "% against the first" + detail::on_steps(v);
+        case instability::bimodal:
+          return "the steps fall in two groups, about " + num(v.figure("low_ms"), "%.3g") + " and " +
+                 num(v.figure("high_ms"), "%.3g") + " ms, the smaller one holding " + pct(v.figure("minority_share")) +
+                 detail::on_steps(v);
+        case instability::spread:
+          return "steps from " + num(v.figure("p10_ms"), "%.3g") + " to " + num(v.figure("p90_ms"), "%.3g") +
+                 " ms (p10 to p90) around a median of " + num(v.figure("median_ms"), "%.3g") + " ms" + detail::on_steps(v);
+        case instability::none: break;
+      }
+      return "the step time is not stable" + detail::on_steps(v);
+  }
+  return {};
+}
+
+/// One next step, in words.
+inline std::string verdict_advice(const verdict& v) {
+  switch (v.code) {
+    case verdict_code::input_bound:
+      return "load ahead of the step: data loader workers, pinned memory and non-blocking copies, or a cheaper "
+             "transform";
+    case verdict_code::host_bound:
+      return "launch fewer, larger kernels: a larger micro-batch with less accumulation, CUDA graphs, or fused "
+             "operations";
+    case verdict_code::gpu_bound:
+      return "the GPU is the limit: lower precision (bf16), fused or faster kernels, or less work per step";
+    case verdict_code::small_kernels:
+      return "give each kernel more work: larger micro-batches or sequence lengths, or shapes that fill the SMs";
+    case verdict_code::residual_heavy:
+      return "wrap the unmarked time in phases (TRACEML_PHASE) to see what it is: logging, checkpoints, "
+             "synchronisations";
+    case verdict_code::unstable:
+      return "compare medians with care: run longer or on a quiet machine, and look at the step-time chart";
+  }
+  return {};
+}
+
+TRACEML_END_NAMESPACE

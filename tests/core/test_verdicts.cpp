@@ -1,0 +1,256 @@
+// Verdicts of one run, on hand-made summaries: each fires at its threshold and not below it, on the
+// figures it names, and says how many steps they rest on.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include <traceml/analysis/verdicts.hpp>
+#include <traceml/sinks/verdict_words.hpp>
+
+using namespace traceml;
+
+namespace {
+
+summary_stats stats_of(double median, std::size_t n, double p10 = -1, double p90 = -1) {
+  summary_stats s;
+  s.count = n;
+  s.median = s.mean = median;
+  s.p10 = p10 < 0 ? median : p10;
+  s.p90 = p90 < 0 ? median : p90;
+  s.min = s.p10;
+  s.max = s.p90;
+  return s;
+}
+
+/// A run of `n` measured steps of 100 ms, 2 warm-up steps, a flat timeline, no phase.
+run_summary flat_run(std::size_t n = 40) {
+  run_summary s;
+  s.warmup_steps = 2;
+  s.steps = n + 2;
+  s.step_ms = stats_of(100, n);
+  s.residual_ms = stats_of(5, n);
+  for (std::size_t i = 0; i < s.steps; ++i)
+    s.timeline.push_back(step_bucket{static_cast<std::int32_t>(i), 1, 100, 100, 100});
+  return s;
+}
+
+phase_summary phase(phase_kind k, const char* name, double ms, std::size_t n, double step_ms = 100) {
+  phase_summary p;
+  p.kind = k;
+  p.name = name;
+  p.wall_ms = stats_of(ms, n);
+  p.share = ms / step_ms;
+  return p;
+}
+
+kernel_summary kernels(std::size_t steps, double idle_share, double mean_kernel_us, double per_step) {
+  kernel_summary k;
+  k.steps = steps;
+  k.idle_share = idle_share;
+  k.busy_share = 1 - idle_share;
+  k.mean_kernel_us = mean_kernel_us;
+  k.kernels_per_step = per_step;
+  return k;
+}
+
+counter_summary counters(std::size_t steps, double busy, double sm_active) {
+  counter_summary c;
+  c.steps = steps;
+  c.busy_share = busy;
+  c.sm_active_share = sm_active;
+  return c;
+}
+
+std::vector<verdict> only(const std::vector<verdict>& all, verdict_code code) {
+  std::vector<verdict> out;
+  for (const auto& v : all)
+    if (v.code == code) out.push_back(v);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a steady run with its time in phases gets no verdict", "[verdicts]") {
+  auto s = flat_run();
+  s.phases.push_back(phase(phase_kind::dataloader, "dataloader", 5, 40));
+  s.phases.push_back(phase(phase_kind::forward, "forward", 40, 40));
+  s.phases.push_back(phase(phase_kind::backward, "backward", 50, 40));
+  CHECK(judge_run(s).empty());
+}
+
+TEST_CASE("an empty run gets no verdict", "[verdicts]") {
+  run_summary s;
+  CHECK(judge_run(s).empty());
+}
+
+TEST_CASE("input_bound fires at the dataloader's share threshold, with every dataloader phase summed", "[verdicts]") {
+  auto s = flat_run();
+  s.phases.push_back(phase(phase_kind::dataloader, "fetch", 10, 40));
+  s.phases.push_back(phase(phase_kind::dataloader, "copy", 4.9, 40));
+  CHECK(only(judge_run(s), verdict_code::input_bound).empty());  // 14.9% < 15%
+  s.phases[1] = phase(phase_kind::dataloader, "copy", 5, 40);
+  const auto v = only(judge_run(s), verdict_code::input_bound);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].figure("share") == Approx(0.15));
+  CHECK(v[0].figure("ms_per_step") == Approx(15));
+  CHECK(v[0].steps == 40);
+}
+
+TEST_CASE("host_bound needs an idle GPU and short kernels in forward or backward (kernel records)", "[verdicts]") {
+  auto s = flat_run();
+  auto fwd = phase(phase_kind::forward, "forward", 40, 40);
+  fwd.kernels = kernels(6, 0.82, 5.0, 4200);
+  auto opt = phase(phase_kind::optimizer, "optimizer", 10, 40);
+  opt.kernels = kernels(6, 0.95, 2.0, 300);  // the optimizer is never the host-bound phase here
+  s.phases = {fwd, opt};
+  auto v = only(judge_run(s), verdict_code::host_bound);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].phase == "forward");
+  CHECK(v[0].steps == 6);
+  CHECK(std::string(v[0].source) == "kernels");
+  CHECK(v[0].figure("idle_share") == Approx(0.82));
+  CHECK(v[0].figure("mean_kernel_us") == Approx(5.0));
+  CHECK(v[0].figure("kernels_per_step") == Approx(4200));
+
+  SECTION("long kernels: the GPU idles for another reason, not launch overhead") {
+    s.phases[0].kernels = kernels(6, 0.82, 16.0, 1000);
+    CHECK(only(judge_run(s), verdict_code::host_bound).empty());
+  }
+  SECTION("a busy GPU") {
+    s.phases[0].kernels = kernels(6, 0.39, 5.0, 4200);
+    CHECK(only(judge_run(s), verdict_code::host_bound).empty());
+  }
+  SECTION("counters alone give the idle share") {
+    s.phases[0].kernels.reset();
+    s.phases[0].counters = counters(40, 0.3, 0.25);
+    v = only(judge_run(s), verdict_code::host_bound);
+    REQUIRE(v.size() == 1);
+    CHECK(std::string(v[0].source) == "counters");
+    CHECK(v[0].steps == 40);
+    CHECK(v[0].figure("idle_share") == Approx(0.7));
+    CHECK(v[0].figure("mean_kernel_us") == -1);  // not measured: not claimed
+  }
+}
+
+TEST_CASE("gpu_bound takes the counters' step busy share before the kernel records'", "[verdicts]") {
+  auto s = flat_run();
+  s.step_kernels = kernels(5, 0.05, 40, 800);  // records: 95% busy on 5 steps
+  s.step_counters = counters(40, 0.89, 0.8);   // counters: 89% on 40 steps
+  CHECK(only(judge_run(s), verdict_code::gpu_bound).empty());
+  s.step_counters = counters(40, 0.93, 0.8);
+  auto v = only(judge_run(s), verdict_code::gpu_bound);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].steps == 40);
+  CHECK(v[0].figure("busy_share") == Approx(0.93));
+  s.step_counters.reset();
+  v = only(judge_run(s), verdict_code::gpu_bound);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].steps == 5);
+  CHECK(std::string(v[0].source) == "kernels");
+}
+
+TEST_CASE("small_kernels: busy while under half the SMs are active", "[verdicts]") {
+  auto s = flat_run();
+  auto bwd = phase(phase_kind::backward, "backward", 50, 40);
+  bwd.counters = counters(38, 0.8, 0.41);
+  s.phases = {bwd};
+  CHECK(only(judge_run(s), verdict_code::small_kernels).empty());  // 0.41 >= 0.5 x 0.8
+  s.phases[0].counters = counters(38, 0.8, 0.19);
+  const auto v = only(judge_run(s), verdict_code::small_kernels);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].phase == "backward");
+  CHECK(v[0].steps == 38);
+  CHECK(v[0].figure("sm_active_share") == Approx(0.19));
+  s.phases[0].counters = counters(38, 0.45, 0.1);  // mostly idle: that is host_bound's case, not this one
+  CHECK(only(judge_run(s), verdict_code::small_kernels).empty());
+}
+
+TEST_CASE("residual_heavy: time in no phase, share of the step", "[verdicts]") {
+  auto s = flat_run();
+  s.residual_ms = stats_of(19.9, 40);
+  CHECK(only(judge_run(s), verdict_code::residual_heavy).empty());
+  s.residual_ms = stats_of(30, 40);
+  const auto v = only(judge_run(s), verdict_code::residual_heavy);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].figure("share") == Approx(0.3));
+}
+
+TEST_CASE("unstable: drift between the halves of the measured steps", "[verdicts]") {
+  auto s = flat_run(40);
+  for (auto& b : s.timeline)
+    if (b.first_step >= 22) b.mean_ms = 112;  // second half of the 40 measured steps (2..41) 12% slower
+  const auto v = only(judge_run(s), verdict_code::unstable);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].why_unstable == instability::drift);
+  CHECK(v[0].figure("second_half_over_first") == Approx(1.12));
+  CHECK(v[0].steps == 40);
+
+  SECTION("warm-up steps do not count") {
+    auto w = flat_run(40);
+    w.timeline[0].mean_ms = w.timeline[1].mean_ms = 900;
+    CHECK(only(judge_run(w), verdict_code::unstable).empty());
+  }
+  SECTION("9% is within") {
+    for (auto& b : s.timeline)
+      if (b.first_step >= 22) b.mean_ms = 109;
+    CHECK(only(judge_run(s), verdict_code::unstable).empty());
+  }
+}
+
+TEST_CASE("unstable: two groups of step times, as a loaded machine gave (400-630 ms, then 110-200 ms)", "[verdicts]") {
+  auto s = flat_run(40);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> slow(400, 630), fast(110, 200);
+  // Alternating in time, so that the halves have the same mean: bimodal, not drift.
+  for (auto& b : s.timeline) b.mean_ms = (b.first_step % 4 == 0) ? slow(rng) : fast(rng);
+  const auto v = only(judge_run(s), verdict_code::unstable);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].why_unstable == instability::bimodal);
+  CHECK(v[0].figure("low_ms") > 110);
+  CHECK(v[0].figure("low_ms") < 200);
+  CHECK(v[0].figure("high_ms") > 400);
+  CHECK(v[0].figure("minority_share") == Approx(0.25));
+
+  SECTION("one wide group is not two: normal and uniform step times stay quiet") {
+    std::normal_distribution<double> normal(100, 15);
+    for (auto& b : s.timeline) b.mean_ms = normal(rng);
+    CHECK(only(judge_run(s), verdict_code::unstable).empty());
+    std::uniform_real_distribution<double> uniform(80, 120);
+    for (auto& b : s.timeline) b.mean_ms = uniform(rng);
+    CHECK(only(judge_run(s), verdict_code::unstable).empty());
+  }
+}
+
+TEST_CASE("unstable: a spread so wide that the median misleads", "[verdicts]") {
+  auto s = flat_run(40);
+  s.step_ms = stats_of(100, 40, 80, 129);
+  CHECK(only(judge_run(s), verdict_code::unstable).empty());
+  s.step_ms = stats_of(100, 40, 70, 125);  // (125 - 70) / 100 = 0.55
+  const auto v = only(judge_run(s), verdict_code::unstable);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].why_unstable == instability::spread);
+  CHECK(v[0].figure("p90_ms") == 125);
+  CHECK(is_unstable(judge_run(s)));
+}
+
+TEST_CASE("too few measured steps give no verdict on the step's shape", "[verdicts]") {
+  auto s = flat_run(7);
+  s.step_ms = stats_of(100, 7, 50, 200);
+  CHECK(only(judge_run(s), verdict_code::unstable).empty());
+}
+
+TEST_CASE("the words of a verdict carry its figures and the steps they rest on", "[verdicts]") {
+  auto s = flat_run();
+  auto fwd = phase(phase_kind::forward, "forward", 40, 40);
+  fwd.kernels = kernels(6, 0.82, 5.04, 4200);
+  s.phases = {fwd};
+  s.residual_ms = stats_of(25, 40);
+  const auto all = judge_run(s);
+  REQUIRE(all.size() == 2);
+  CHECK(verdict_evidence(all[0]) ==
+        "forward: the GPU is idle 82% of the phase while it runs 4200 kernels per step of 5.0 us on average (6 steps "
+        "with kernel records)");
+  CHECK(verdict_advice(all[0]).find("CUDA graphs") != std::string::npos);
+  CHECK(verdict_evidence(all[1]) == "25% of the step (25.00 ms) lies in no phase (40 steps)");
+  for (const auto& v : all) CHECK(!verdict_advice(v).empty());
+}
