@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include <traceml/analysis/regression_gate.hpp>
 #include <traceml/analysis/verdicts.hpp>
 #include <traceml/sinks/verdict_words.hpp>
 
@@ -253,4 +254,38 @@ TEST_CASE("the words of a verdict carry its figures and the steps they rest on",
   CHECK(verdict_advice(all[0]).find("CUDA graphs") != std::string::npos);
   CHECK(verdict_evidence(all[1]) == "25% of the step (25.00 ms) lies in no phase (40 steps)");
   for (const auto& v : all) CHECK(!verdict_advice(v).empty());
+}
+
+TEST_CASE("the regression gate: slower only beyond the tolerance and the runs' noise", "[verdicts][gate]") {
+  auto base = flat_run(100);
+  base.step_ms = stats_of(100, 100, 97.437, 102.563);  // robust sigma 2 ms
+  auto next = flat_run(100);
+  // The noise band: 1.96 x 1.2533 x sqrt(4/100 + 4/100) = 0.6948 ms of 100.
+  SECTION("slower by 6% against 5%: slower") {
+    next.step_ms = stats_of(106, 100, 103.437, 108.563);
+    const auto g = regression_gate(base, next, 0.05);
+    CHECK(g.outcome == gate_outcome::slower);
+    CHECK(g.change == Approx(0.06));
+    CHECK(g.noise == Approx(0.006948).epsilon(0.001));
+    CHECK(g.base_steps == 100);
+  }
+  SECTION("slower by 4% against 5%: within tolerance") {
+    next.step_ms = stats_of(104, 100, 101.437, 106.563);
+    CHECK(regression_gate(base, next, 0.05).outcome == gate_outcome::within_tolerance);
+  }
+  SECTION("faster") {
+    next.step_ms = stats_of(90, 100, 87.437, 92.563);
+    CHECK(regression_gate(base, next, 0.05).outcome == gate_outcome::faster);
+  }
+  SECTION("slower by 6% on a few noisy steps: within noise") {
+    base.step_ms = stats_of(100, 10, 80, 120);  // sigma 15.6 ms on 10 steps
+    next.step_ms = stats_of(106, 10, 86, 126);
+    const auto g = regression_gate(base, next, 0.05);
+    CHECK(g.outcome == gate_outcome::within_noise);
+    CHECK(g.noise > 0.06);
+  }
+  SECTION("no steps") {
+    next.step_ms = summary_stats{};
+    CHECK(regression_gate(base, next, 0.05).outcome == gate_outcome::no_steps);
+  }
 }
