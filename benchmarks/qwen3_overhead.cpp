@@ -48,12 +48,12 @@
 #include <string>
 #include <vector>
 
+#include <traceml/analysis/stats.hpp>
 #include <traceml/clock.hpp>
 #include <traceml/gpu/cuda_events_source.hpp>
-#include <traceml/gpu/cupti_source.hpp>
 #include <traceml/gpu/pm_sampling_source.hpp>
+#include <traceml/gpu/source_factory.hpp>
 #include <traceml/profiler.hpp>
-#include <traceml/stats.hpp>
 #include <traceml/torch_adapter.hpp>
 
 #include "median_interval.hpp"

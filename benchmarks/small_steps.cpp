@@ -92,7 +92,7 @@
 #define SMALL_STEPS_WITH_CUPTI 0
 #endif
 #if SMALL_STEPS_WITH_CUPTI
-#include <traceml/gpu/cupti_source.hpp>
+#include <traceml/gpu/source_factory.hpp>
 #endif
 
 #include "median_interval.hpp"

@@ -1,5 +1,5 @@
 // qwen3/comparison.hpp: what the accumulation experiment adds to traceml's comparison of runs
-// (traceml/compare.hpp): one column per schedule, the model FLOPs utilisation of each, and the
+// (traceml/analysis/compare.hpp): one column per schedule, the model FLOPs utilisation of each, and the
 // schedules that failed (out of GPU memory), which have no run to compare but are a result. No
 // LibTorch here, so it is unit-tested with hand-made runs.
 #pragma once
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <traceml/compare.hpp>
+#include <traceml/analysis/compare.hpp>
 #include <traceml/sinks/comparison_json.hpp>
 #include <traceml/sinks/comparison_table.hpp>
 

@@ -41,7 +41,7 @@
 
 #if QWEN3_WITH_GPU_SOURCES
 #include <cuda_runtime_api.h>
-#include <traceml/gpu/cupti_source.hpp>
+#include <traceml/gpu/source_factory.hpp>
 #include <traceml/torch_adapter.hpp>
 #endif
 
@@ -215,12 +215,9 @@ std::string gpu_name() {
   return "cuda";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  experiment_options o;
-  CLI::App app{"The gradient-accumulation experiment: same effective batch, different micro-batch x accumulation, "
-               "profiled phase by phase and kernel by kernel with traceml."};
+/// The options that choose what runs: the schedules (or a sweep), the steps, the shapes and dtype, the
+/// device, the model and the data.
+void add_run_options(CLI::App& app, experiment_options& o) {
   auto* schedules_opt = app.add_option("--schedules", o.schedules, "comma-separated MxA schedules sharing one effective batch")
                             ->check(qwen3::schedule_list())->capture_default_str();
   app.add_option("--sweep", o.sweep,
@@ -249,6 +246,11 @@ int main(int argc, char** argv) {
                                       "(default: qwen3-1.7b on a GPU, tiny on the CPU)");
   app.add_option("--model-dir", o.model_dir, "Hugging Face snapshot folder (config.json + safetensors) instead of a preset");
   app.add_option("--data", o.data_file, "token-id file (flat little-endian uint32) instead of synthetic tokens");
+}
+
+/// The options of how it is measured and run, and where the outputs go: GPU timing, hardware
+/// counters, checkpointing, CUDA graphs, the loss's chunks, repeats, the seed, MFU's peak.
+void add_measurement_options(CLI::App& app, experiment_options& o) {
   app.add_option("--gpu-timing", o.gpu_timing, "auto (CUPTI kernel attribution, else CUDA events) | events | off")
       ->check(CLI::IsMember({"auto", "events", "off"}))->capture_default_str();
   app.add_option("--record-budget", o.record_budget,
@@ -279,16 +281,15 @@ int main(int argc, char** argv) {
                  "accumulation_steps_<schedule>.jsonl (with --repeats: _repeat<k> per repeat), trace_<schedule>.json")
       ->capture_default_str();
   app.add_flag("!--no-traces", o.traces, "skip the Chrome traces");
-  // Data parallelism, as torchrun launches it: one process per rank, the environment saying which.
-  try {
-    o.dp.world_size = env_number("WORLD_SIZE", 1, 1, 1000000);
-    o.dp.rank = env_number("RANK", 0, 0, 1000000);
-    o.dp.master_port = env_number("MASTER_PORT", o.dp.master_port, 1, 65535);
-    if (const char* addr = std::getenv("MASTER_ADDR")) o.dp.master_addr = addr;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "qwen3_accumulation: %s\n", e.what());
-    return 2;
-  }
+}
+
+/// Data parallelism, as torchrun launches it: one process per rank, the environment saying which.
+/// The environment gives the defaults; a value of it outside its range throws, naming the variable.
+void add_data_parallel_options(CLI::App& app, experiment_options& o) {
+  o.dp.world_size = env_number("WORLD_SIZE", 1, 1, 1000000);
+  o.dp.rank = env_number("RANK", 0, 0, 1000000);
+  o.dp.master_port = env_number("MASTER_PORT", o.dp.master_port, 1, 65535);
+  if (const char* addr = std::getenv("MASTER_ADDR")) o.dp.master_addr = addr;
   app.add_option("--world-size", o.dp.world_size,
                  "data-parallel ranks, one process each (default: WORLD_SIZE, else 1); gradients averaged once per "
                  "optimizer step, after the last micro-batch, inside a communication phase")
@@ -300,6 +301,243 @@ int main(int argc, char** argv) {
   app.add_option("--rank-timeout", o.dp.timeout_s,
                  "seconds the ranks wait for each other: to join, at each all-reduce, for the merge of their steps")
       ->check(qwen3::whole_number(1, 86400))->capture_default_str();
+}
+
+/// The run as settled from the options and the machine: the device, the schedules, the model and
+/// the data, and what MFU needs.
+struct experiment_plan {
+  bool cuda = false;
+  torch::Device device{torch::kCPU};
+  std::vector<qwen3::schedule> schedules;
+  torch::Dtype dtype = torch::kFloat32;
+  qwen3::config cfg;
+  std::unique_ptr<qwen3::token_source> data;
+  std::int64_t effective = 0;     // examples per optimizer step
+  double step_flops = 0;
+  double peak = 0;                // FLOP/s; 0: MFU not shown
+  std::string device_name = "cpu";
+};
+
+/// Settles what the command line left to the machine (device, steps, warm-up, shapes, dtype, model)
+/// and loads the model's configuration and the data, before anything else is made. False when the
+/// command line is refused after all (the warm-up against the steps: said, status 2); throws what
+/// the run cannot do.
+bool settle_plan(experiment_options& o, const CLI::App& app, experiment_plan& p) {
+  if (o.dp.rank >= o.dp.world_size)
+    throw std::invalid_argument("rank " + std::to_string(o.dp.rank) + " of a world of " + std::to_string(o.dp.world_size) +
+                                " (need rank < world size)");
+  if (o.dp.on() && o.sweep) throw std::invalid_argument("--sweep with several ranks is not supported: sweep on one");
+  // Each rank writes its own outputs, into its own folder under --out.
+  if (o.dp.on()) o.out += "/rank" + std::to_string(o.dp.rank);
+  p.cuda = o.device.empty() ? torch::cuda::is_available() : o.device == "cuda";
+  if (p.cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
+  p.device = p.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  if (o.steps == 0) o.steps = o.sweep ? (p.cuda ? 20 : 8) : (p.cuda ? 100 : 40);
+  // Still the command line's (status 2), but only now are the steps known: before any output.
+  if (const auto refusal = settle_warmup(o, app.count("--warmup") > 0, app.count("--steps") > 0, p.cuda); !refusal.empty()) {
+    (void)app.exit(CLI::ValidationError("--warmup", refusal));
+    return false;
+  }
+  qwen3::create_output_folder(o.out);
+  p.schedules = o.sweep ? qwen3::sweep_schedules(o.sweep) : qwen3::parse_schedules(o.schedules);
+  if (o.sweep && app.count("--repeats") == 0) o.repeats = 3;  // the spread of repeats decides ties
+  if (o.seq_len == 0) o.seq_len = p.cuda ? 512 : 128;
+  if (o.dtype.empty()) o.dtype = p.cuda ? "bf16" : "fp32";
+  if (o.preset.empty()) o.preset = p.cuda ? "qwen3-1.7b" : "tiny";
+  p.dtype = o.dtype == "bf16" ? torch::kBFloat16 : o.dtype == "fp16" ? torch::kHalf : torch::kFloat32;
+  if (p.dtype == torch::kHalf && !p.cuda) throw std::runtime_error("--dtype fp16 needs a CUDA device (on the CPU use fp32)");
+  p.cfg = o.model_dir.empty() ? qwen3::preset(o.preset) : qwen3::load_config(o.model_dir);
+  // Before any allocation; a sweep finds out what fits by running it, so only its smallest micro-batch.
+  qwen3::check_run_fits(p.cfg, o.sweep ? std::vector<qwen3::schedule>{p.schedules.back()} : p.schedules, o.seq_len,
+                        p.dtype, p.device, o.checkpointing);
+  if (o.data_file.empty()) p.data = std::make_unique<qwen3::synthetic_tokens>(p.cfg.vocab_size, o.seq_len, o.seed);
+  else p.data = std::make_unique<qwen3::token_file>(o.data_file, p.cfg.vocab_size, o.seq_len);
+
+  p.effective = p.schedules.front().effective_batch();
+  p.step_flops = flops_per_step(p.cfg, o.seq_len, p.effective);
+  p.peak = o.peak_tflops * 1e12;
+  if (p.cuda) p.device_name = gpu_name();
+  if (p.peak == 0 && p.cuda && p.dtype == torch::kBFloat16 &&
+      (p.device_name.find("H100") != std::string::npos || p.device_name.find("H200") != std::string::npos))
+    p.peak = 790e12;  // dense bf16 matmul rate measured on an H200 (docs/accumulation.md)
+  return true;
+}
+
+/// The run's first lines: the model, the shapes, how many steps of which schedules, on what.
+void print_plan(const experiment_options& o, const experiment_plan& p) {
+  // A sweep measures only the candidates that fit (and at most --sweep-candidates of them): say so.
+  const std::string plan = o.sweep ? std::to_string(o.steps) + " steps x " + std::to_string(o.repeats) +
+                                         " repeat(s) per measured candidate, of " + std::to_string(p.schedules.size()) +
+                                         " schedules"
+                                   : std::to_string(o.steps) + " steps x " + std::to_string(p.schedules.size()) +
+                                         " schedules x " + std::to_string(o.repeats) + " repeat(s)";
+  std::printf("traceml accumulation experiment: %s (%s), %s, seq %lld, effective batch %lld, %s, "
+              "checkpointing %s, CUDA graphs %s, device %s\n",
+              o.model_dir.empty() ? o.preset.c_str() : o.model_dir.c_str(), p.cfg.name.c_str(), o.dtype.c_str(),
+              static_cast<long long>(o.seq_len), static_cast<long long>(p.effective), plan.c_str(),
+              o.checkpointing ? "on" : "off", o.cuda_graphs ? "requested" : "off", p.device_name.c_str());
+  if (o.model_dir.empty())
+    std::printf("weights: random (seed %llu); step time depends on shapes, not on weight values\n",
+                static_cast<unsigned long long>(o.seed));
+}
+
+/// What the schedules' runs gather for the report: each schedule's runs (or why it failed), every
+/// run, the outputs not written, and per run its losses (and fp16's skipped steps).
+struct experiment_state {
+  std::vector<qwen3::schedule_result> results;
+  std::vector<traceml::run_result> all_runs;
+  std::vector<std::string> failed_outputs;
+  nlohmann::json training = nlohmann::json::object();
+};
+
+/// What every run of a schedule shares: the options, the settled run, the trainer's setup, the
+/// report a signal writes, the data-parallel group (when ranks run), and what the runs gather.
+struct schedule_context {
+  const experiment_options& o;
+  const experiment_plan& p;
+  const qwen3::trainer_setup& setup;
+  const qwen3::experiment_report& report;
+  std::optional<qwen3::data_parallel>& dp;
+  experiment_state& st;
+};
+
+/// The profiler of one run of schedule `si` (repeat `rep`): its outputs, its labels, and, on a
+/// signal, the report of every finished step.
+traceml::profiler_options schedule_profiler_options(const schedule_context& c, std::size_t si, int rep,
+                                                    const std::string& name, bool graphs) {
+  const auto& o = c.o;
+  const auto& sched = c.p.schedules[si];
+  traceml::profiler_options po;
+  po.run_name = name;
+  po.warmup_steps = o.warmup;
+  po.tokens_per_step = static_cast<double>(c.p.effective * o.seq_len);
+  po.samples_per_step = static_cast<double>(c.p.effective);
+  po.print_table = false;
+  po.live = traceml::stderr_is_terminal();  // the live view replaces the progress line there
+  po.expected_steps = static_cast<std::size_t>(o.steps);
+  po.jsonl_path = o.out + "/" + qwen3::files::steps(sched.name(), rep, o.repeats);
+  if (o.traces && rep == 0) po.trace_path = o.out + "/" + qwen3::files::trace(sched.name());
+  if (c.dp) po.rank = traceml::rank_identity{o.dp.rank, o.dp.world_size};
+  po.finish_on_signal = true;
+  po.on_signal_finish = [&st = c.st, &report = c.report, si](const traceml::run_result& stopped, int) {
+    st.results[si].runs.push_back(stopped);
+    st.all_runs.push_back(stopped);
+    qwen3::write_experiment_report(report, st.results, st.all_runs, st.training);
+  };
+  po.config = {{"schedule", sched.name()},
+               {"micro_batch", std::to_string(sched.micro_batch)},
+               {"accumulation", std::to_string(sched.accumulation)},
+               {"model", o.model_dir.empty() ? o.preset : o.model_dir},
+               {"dtype", o.dtype},
+               {"seq_len", std::to_string(o.seq_len)},
+               {"checkpointing", o.checkpointing ? "on" : "off"},
+               {"cuda_graphs", graphs ? "on" : "off"},
+               {"loss_chunk", std::to_string(o.loss_chunk)},
+               {"device", c.p.device_name},
+               {"repeat", std::to_string(rep + 1)}};
+  return po;
+}
+
+/// Prints a run's first and last loss (and fp16's loss scaling) and keeps them for the report.
+void note_training(experiment_state& st, const std::string& name, const std::vector<double>& losses,
+                   const qwen3::loss_scaler* scaler) {
+  if (!losses.empty())
+    std::printf("%s loss: step 1 %.4f, step %zu %.4f\n", name.c_str(), losses.front(), losses.size(), losses.back());
+  auto& trained = st.training[name];
+  trained["losses"] = losses;
+  if (scaler) {
+    std::printf("%s fp16 loss scaling: %lld of %lld steps skipped (inf/nan gradients), scale now %.0f\n",
+                name.c_str(), static_cast<long long>(scaler->skipped_steps()),
+                static_cast<long long>(scaler->steps()), scaler->scale_value());
+    trained["skipped_steps"] = scaler->skipped_step_indices();
+    trained["final_loss_scale"] = scaler->scale_value();
+  }
+}
+
+/// One run of schedule `si` (repeat `rep`): a fresh trainer, its profiler, the training, the table
+/// (and, with ranks, every rank's steps side by side on rank 0). Out of memory or another failure
+/// marks the schedule failed, and the others still run. False when a signal came while the model
+/// was built: nothing more is trained.
+bool run_schedule(const schedule_context& c, std::size_t si, int rep) {
+  const auto& o = c.o;
+  const auto& sched = c.p.schedules[si];
+  auto& st = c.st;
+  const std::string name = sched.name() + (o.repeats > 1 ? "#" + std::to_string(rep + 1) : "");
+  try {
+    auto trainer = qwen3::make_trainer(c.setup, *c.p.data, sched);
+    auto& model = trainer.model;
+    auto& opt = trainer.opt;
+    const auto& graphs = trainer.graphs;
+    const auto& scaler = trainer.scaler;
+    synchronize(c.p.device);  // model construction must not be billed to the first step
+    if (traceml::pending_stop_signal()) return false;  // a signal while the model was built: train nothing more
+
+    const traceml::profiler_options po = schedule_profiler_options(c, si, rep, name, static_cast<bool>(graphs));
+    traceml::profiler prof(po);
+    prof.set_gpu_source(make_gpu_source(o, c.p.device));
+    progress_line progress(name, o.steps);
+    traceml::callback_list callbacks;
+    callbacks.add(prof);
+    if (!po.live) callbacks.add(progress);
+    qwen3::train_options t;
+    t.sched = sched;
+    t.steps = o.steps;
+    // Each step ends with a sync so that its wall time holds its own GPU work (without it,
+    // the CPU runs ahead and step times measure launch speed, not the step).
+    t.sync_each_step = true;
+    t.graphs = graphs.get();
+    t.scaler = scaler.get();
+    if (c.dp) {
+      t.sync_gradients = [&dp = c.dp, &opt] { dp->average_gradients(opt.params()); };
+      t.data_stride = o.dp.world_size;
+      t.data_offset = o.dp.rank;
+    }
+    note_training(st, name, qwen3::train(*model, opt, *c.p.data, t, callbacks), scaler.get());
+    auto result = prof.finish();
+    st.failed_outputs.insert(st.failed_outputs.end(), prof.failed_outputs().begin(), prof.failed_outputs().end());
+    std::fputs(traceml::format_table(result).c_str(), stdout);
+    if (c.dp) {  // every rank's steps to rank 0, which prints them side by side
+      const auto merged = traceml::gather_ranks(c.dp->store(), name, traceml::rank_steps_of(result, o.dp.rank),
+                                                o.dp.world_size, std::chrono::seconds(o.dp.timeout_s), o.warmup);
+      if (merged) std::fputs(("\n" + traceml::format_rank_table(*merged)).c_str(), stdout);
+    }
+    st.results[si].runs.push_back(result);
+    st.all_runs.push_back(std::move(result));
+  } catch (const std::exception& e) {
+    std::fputc('\n', stderr);
+    st.results[si].error = is_out_of_memory(e) ? "OOM: " + std::string(e.what()).substr(0, 200) : e.what();
+    std::fprintf(stderr, "schedule %s: %s\n", sched.name().c_str(),
+                 is_out_of_memory(e) ? "out of GPU memory (reported as OOM; the other schedules still run)" : e.what());
+  }
+  return true;
+}
+
+/// Every schedule, --repeats times, interleaved (ABCABC...), until a signal: a schedule out of
+/// memory stays so, and cached memory goes back after each run so that the next starts clean.
+void run_schedules(const schedule_context& c) {
+  for (int rep = 0; rep < c.o.repeats && !traceml::pending_stop_signal(); ++rep) {
+    for (std::size_t si = 0; si < c.p.schedules.size() && !traceml::pending_stop_signal(); ++si) {
+      if (c.st.results[si].failed()) continue;  // an OOM schedule stays OOM
+      if (!run_schedule(c, si, rep)) break;
+      release_cached_memory(c.p.device);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  experiment_options o;
+  CLI::App app{"The gradient-accumulation experiment: same effective batch, different micro-batch x accumulation, "
+               "profiled phase by phase and kernel by kernel with traceml."};
+  add_run_options(app, o);
+  add_measurement_options(app, o);
+  try {
+    add_data_parallel_options(app, o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qwen3_accumulation: %s\n", e.what());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -307,61 +545,9 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (o.dp.rank >= o.dp.world_size)
-      throw std::invalid_argument("rank " + std::to_string(o.dp.rank) + " of a world of " + std::to_string(o.dp.world_size) +
-                                  " (need rank < world size)");
-    if (o.dp.on() && o.sweep) throw std::invalid_argument("--sweep with several ranks is not supported: sweep on one");
-    // Each rank writes its own outputs, into its own folder under --out.
-    if (o.dp.on()) o.out += "/rank" + std::to_string(o.dp.rank);
-    const bool cuda = o.device.empty() ? torch::cuda::is_available() : o.device == "cuda";
-    if (cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
-    const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-    if (o.steps == 0) o.steps = o.sweep ? (cuda ? 20 : 8) : (cuda ? 100 : 40);
-    // Still the command line's (status 2), but only now are the steps known: before any output.
-    if (const auto refusal = settle_warmup(o, app.count("--warmup") > 0, app.count("--steps") > 0, cuda); !refusal.empty()) {
-      (void)app.exit(CLI::ValidationError("--warmup", refusal));
-      return 2;
-    }
-    qwen3::create_output_folder(o.out);
-    const auto schedules = o.sweep ? qwen3::sweep_schedules(o.sweep) : qwen3::parse_schedules(o.schedules);
-    if (o.sweep && app.count("--repeats") == 0) o.repeats = 3;  // the spread of repeats decides ties
-    if (o.seq_len == 0) o.seq_len = cuda ? 512 : 128;
-    if (o.dtype.empty()) o.dtype = cuda ? "bf16" : "fp32";
-    if (o.preset.empty()) o.preset = cuda ? "qwen3-1.7b" : "tiny";
-    const auto dtype = o.dtype == "bf16" ? torch::kBFloat16 : o.dtype == "fp16" ? torch::kHalf : torch::kFloat32;
-    if (dtype == torch::kHalf && !cuda) throw std::runtime_error("--dtype fp16 needs a CUDA device (on the CPU use fp32)");
-    const auto cfg = o.model_dir.empty() ? qwen3::preset(o.preset) : qwen3::load_config(o.model_dir);
-    // Before any allocation; a sweep finds out what fits by running it, so only its smallest micro-batch.
-    qwen3::check_run_fits(cfg, o.sweep ? std::vector<qwen3::schedule>{schedules.back()} : schedules, o.seq_len, dtype,
-                          device, o.checkpointing);
-    std::unique_ptr<qwen3::token_source> data;
-    if (o.data_file.empty()) data = std::make_unique<qwen3::synthetic_tokens>(cfg.vocab_size, o.seq_len, o.seed);
-    else data = std::make_unique<qwen3::token_file>(o.data_file, cfg.vocab_size, o.seq_len);
-
-    const std::int64_t effective = schedules.front().effective_batch();
-    const double step_flops = flops_per_step(cfg, o.seq_len, effective);
-    double peak = o.peak_tflops * 1e12;
-    std::string device_name = "cpu";
-    if (cuda) device_name = gpu_name();
-    if (peak == 0 && cuda && dtype == torch::kBFloat16 &&
-        (device_name.find("H100") != std::string::npos || device_name.find("H200") != std::string::npos))
-      peak = 790e12;  // dense bf16 matmul rate measured on an H200 (docs/accumulation.md)
-
-    // A sweep measures only the candidates that fit (and at most --sweep-candidates of them): say so.
-    const std::string plan = o.sweep ? std::to_string(o.steps) + " steps x " + std::to_string(o.repeats) +
-                                           " repeat(s) per measured candidate, of " + std::to_string(schedules.size()) +
-                                           " schedules"
-                                     : std::to_string(o.steps) + " steps x " + std::to_string(schedules.size()) +
-                                           " schedules x " + std::to_string(o.repeats) + " repeat(s)";
-    std::printf("traceml accumulation experiment: %s (%s), %s, seq %lld, effective batch %lld, %s, "
-                "checkpointing %s, CUDA graphs %s, device %s\n",
-                o.model_dir.empty() ? o.preset.c_str() : o.model_dir.c_str(), cfg.name.c_str(), o.dtype.c_str(),
-                static_cast<long long>(o.seq_len), static_cast<long long>(effective), plan.c_str(),
-                o.checkpointing ? "on" : "off", o.cuda_graphs ? "requested" : "off", device_name.c_str());
-    if (o.model_dir.empty())
-      std::printf("weights: random (seed %llu); step time depends on shapes, not on weight values\n",
-                  static_cast<unsigned long long>(o.seed));
-
+    experiment_plan p;
+    if (!settle_plan(o, app, p)) return 2;
+    print_plan(o, p);
     std::optional<qwen3::data_parallel> dp;
     if (o.dp.on()) {
       std::printf("data-parallel: rank %d of %d, joining at %s:%d (c10d Gloo; each rank reads its own examples)\n",
@@ -370,128 +556,35 @@ int main(int argc, char** argv) {
       dp.emplace(o.dp);
     }
 
-    std::vector<qwen3::schedule_result> results(schedules.size());
-    for (std::size_t si = 0; si < schedules.size(); ++si) results[si].name = schedules[si].name();
-    std::vector<traceml::run_result> all_runs;
-    std::vector<std::string> failed_outputs;
-    nlohmann::json training = nlohmann::json::object();  // per run: losses, and fp16's skipped steps
+    experiment_state st;
+    st.results.resize(p.schedules.size());
+    for (std::size_t si = 0; si < p.schedules.size(); ++si) st.results[si].name = p.schedules[si].name();
     const qwen3::experiment_report report{o.out, "traceml: gradient accumulation, " + (o.model_dir.empty() ? o.preset : o.model_dir) + ", " + o.dtype,
-                                          step_flops, peak};
-    const qwen3::trainer_setup setup{cfg, o.model_dir, dtype, device, o.checkpointing, o.cuda_graphs, o.seq_len, o.seed,
+                                          p.step_flops, p.peak};
+    const qwen3::trainer_setup setup{p.cfg, o.model_dir, p.dtype, p.device, o.checkpointing, o.cuda_graphs, o.seq_len, o.seed,
                                      o.loss_chunk};
     std::optional<traceml::sweep_result> swept;
     if (o.sweep) {
-      swept = run_sweep_mode(o, setup, device_name, *data);
-      results = qwen3::sweep_schedule_results(*swept);
-      for (const auto& r : results) all_runs.insert(all_runs.end(), r.runs.begin(), r.runs.end());
+      swept = run_sweep_mode(o, setup, p.device_name, *p.data);
+      st.results = qwen3::sweep_schedule_results(*swept);
+      for (const auto& r : st.results) st.all_runs.insert(st.all_runs.end(), r.runs.begin(), r.runs.end());
     }
     // SIGINT/SIGTERM: a running schedule stops at its step end and its profiler writes what it has,
-    // then the report of every finished step is written (on_signal_finish below) and the process
-    // ends by the signal. Between schedules the guard holds the signal until the loop looks.
+    // then the report of every finished step is written (the profiler's on_signal_finish) and the
+    // process ends by the signal. Between schedules the guard holds the signal until the loop looks.
     traceml::stop_signal_guard stop_guard;
-    // A sweep ran its own interleaved rounds.
-    for (int rep = 0; rep < (swept ? 0 : o.repeats) && !traceml::pending_stop_signal(); ++rep) {
-      for (std::size_t si = 0; si < schedules.size() && !traceml::pending_stop_signal(); ++si) {
-        const auto& sched = schedules[si];
-        if (results[si].failed()) continue;  // an OOM schedule stays OOM
-        const std::string name = sched.name() + (o.repeats > 1 ? "#" + std::to_string(rep + 1) : "");
-        try {
-          auto trainer = qwen3::make_trainer(setup, *data, sched);
-          auto& model = trainer.model;
-          auto& opt = trainer.opt;
-          const auto& graphs = trainer.graphs;
-          const auto& scaler = trainer.scaler;
-          synchronize(device);  // model construction must not be billed to the first step
-          if (traceml::pending_stop_signal()) break;  // a signal while the model was built: train nothing more
+    if (!swept) run_schedules(schedule_context{o, p, setup, report, dp, st});  // a sweep ran its own interleaved rounds
 
-          traceml::profiler_options po;
-          po.run_name = name;
-          po.warmup_steps = o.warmup;
-          po.tokens_per_step = static_cast<double>(effective * o.seq_len);
-          po.samples_per_step = static_cast<double>(effective);
-          po.print_table = false;
-          po.live = traceml::stderr_is_terminal();  // the live view replaces the progress line there
-          po.expected_steps = static_cast<std::size_t>(o.steps);
-          po.jsonl_path = o.out + "/" + qwen3::files::steps(sched.name(), rep, o.repeats);
-          if (o.traces && rep == 0) po.trace_path = o.out + "/" + qwen3::files::trace(sched.name());
-          if (dp) po.rank = traceml::rank_identity{o.dp.rank, o.dp.world_size};
-          po.finish_on_signal = true;
-          po.on_signal_finish = [&, si](const traceml::run_result& stopped, int) {
-            results[si].runs.push_back(stopped);
-            all_runs.push_back(stopped);
-            qwen3::write_experiment_report(report, results, all_runs, training);
-          };
-          po.config = {{"schedule", sched.name()},
-                       {"micro_batch", std::to_string(sched.micro_batch)},
-                       {"accumulation", std::to_string(sched.accumulation)},
-                       {"model", o.model_dir.empty() ? o.preset : o.model_dir},
-                       {"dtype", o.dtype},
-                       {"seq_len", std::to_string(o.seq_len)},
-                       {"checkpointing", o.checkpointing ? "on" : "off"},
-                       {"cuda_graphs", graphs ? "on" : "off"},
-                       {"loss_chunk", std::to_string(o.loss_chunk)},
-                       {"device", device_name},
-                       {"repeat", std::to_string(rep + 1)}};
-          traceml::profiler prof(po);
-          prof.set_gpu_source(make_gpu_source(o, device));
-          progress_line progress(name, o.steps);
-          traceml::callback_list callbacks;
-          callbacks.add(prof);
-          if (!po.live) callbacks.add(progress);
-          qwen3::train_options t;
-          t.sched = sched;
-          t.steps = o.steps;
-          // Each step ends with a sync so that its wall time holds its own GPU work (without it,
-          // the CPU runs ahead and step times measure launch speed, not the step).
-          t.sync_each_step = true;
-          t.graphs = graphs.get();
-          t.scaler = scaler.get();
-          if (dp) {
-            t.sync_gradients = [&dp, &opt] { dp->average_gradients(opt.params()); };
-            t.data_stride = o.dp.world_size;
-            t.data_offset = o.dp.rank;
-          }
-          const auto losses = qwen3::train(*model, opt, *data, t, callbacks);
-          if (!losses.empty())
-            std::printf("%s loss: step 1 %.4f, step %zu %.4f\n", name.c_str(), losses.front(), losses.size(), losses.back());
-          auto& trained = training[name];
-          trained["losses"] = losses;
-          if (scaler) {
-            std::printf("%s fp16 loss scaling: %lld of %lld steps skipped (inf/nan gradients), scale now %.0f\n",
-                        name.c_str(), static_cast<long long>(scaler->skipped_steps()),
-                        static_cast<long long>(scaler->steps()), scaler->scale_value());
-            trained["skipped_steps"] = scaler->skipped_step_indices();
-            trained["final_loss_scale"] = scaler->scale_value();
-          }
-          auto result = prof.finish();
-          failed_outputs.insert(failed_outputs.end(), prof.failed_outputs().begin(), prof.failed_outputs().end());
-          std::fputs(traceml::format_table(result).c_str(), stdout);
-          if (dp) {  // every rank's steps to rank 0, which prints them side by side
-            const auto merged = traceml::gather_ranks(dp->store(), name, traceml::rank_steps_of(result, o.dp.rank),
-                                                      o.dp.world_size, std::chrono::seconds(o.dp.timeout_s), o.warmup);
-            if (merged) std::fputs(("\n" + traceml::format_rank_table(*merged)).c_str(), stdout);
-          }
-          results[si].runs.push_back(result);
-          all_runs.push_back(std::move(result));
-        } catch (const std::exception& e) {
-          std::fputc('\n', stderr);
-          results[si].error = is_out_of_memory(e) ? "OOM: " + std::string(e.what()).substr(0, 200) : e.what();
-          std::fprintf(stderr, "schedule %s: %s\n", sched.name().c_str(),
-                       is_out_of_memory(e) ? "out of GPU memory (reported as OOM; the other schedules still run)" : e.what());
-        }
-        release_cached_memory(device);
-      }
-    }
-
-    const auto report_failed = qwen3::write_experiment_report(report, results, all_runs, training, swept ? &*swept : nullptr);
-    failed_outputs.insert(failed_outputs.end(), report_failed.begin(), report_failed.end());
+    const auto report_failed =
+        qwen3::write_experiment_report(report, st.results, st.all_runs, st.training, swept ? &*swept : nullptr);
+    st.failed_outputs.insert(st.failed_outputs.end(), report_failed.begin(), report_failed.end());
     if (const int sig = traceml::pending_stop_signal()) {  // came between schedules, or while writing
       std::fprintf(stderr, "qwen3_accumulation: %s: stopped; the outputs of the finished steps are written\n",
                    traceml::stop_signal_name(sig));
       traceml::end_by_signal(sig);
     }
-    const auto problems = qwen3::experiment_problems(results, failed_outputs);
-    for (const auto& p : problems) std::fprintf(stderr, "qwen3_accumulation: %s\n", p.c_str());
+    const auto problems = qwen3::experiment_problems(st.results, st.failed_outputs);
+    for (const auto& problem : problems) std::fprintf(stderr, "qwen3_accumulation: %s\n", problem.c_str());
     return problems.empty() ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "qwen3_accumulation: %s\n", e.what());

@@ -16,11 +16,11 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <traceml/analysis/sweep_result.hpp>
 #include <traceml/detail/output_file.hpp>
 #include <traceml/sinks/html_report.hpp>
 #include <traceml/sinks/json_summary.hpp>
 #include <traceml/sinks/sweep_report.hpp>
-#include <traceml/sweep_result.hpp>
 
 #include "comparison.hpp"
 

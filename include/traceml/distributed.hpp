@@ -25,8 +25,8 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "traceml/analysis/ranks.hpp"
 #include "traceml/config.hpp"
-#include "traceml/ranks.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 

@@ -37,6 +37,12 @@ constexpr const char* to_string(phase_kind k) noexcept {
   return "?";
 }
 
+/// Forward or backward: the repeated passes that accumulation multiplies (comparisons and verdicts
+/// look there first).
+constexpr bool is_forward_backward(phase_kind k) noexcept {
+  return k == phase_kind::forward || k == phase_kind::backward;
+}
+
 /// True for kinds that are phases (everything except step and micro-batch boundaries).
 constexpr bool is_phase(phase_kind k) noexcept {
   return k != phase_kind::step && k != phase_kind::microbatch;

@@ -31,24 +31,24 @@
 #include <utility>
 #include <vector>
 
+#include "traceml/analysis/run_accumulator.hpp"
+#include "traceml/analysis/summary.hpp"
 #include "traceml/callback.hpp"
-#include "traceml/sinks/chrome_trace.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/output_file.hpp"
 #include "traceml/detail/step_worker.hpp"
-#include "traceml/detail/trace_window.hpp"
 #include "traceml/gpu/attribution_worker.hpp"
 #include "traceml/gpu/gpu_source.hpp"
+#include "traceml/phase.hpp"
+#include "traceml/recording_window.hpp"
+#include "traceml/sinks/chrome_trace.hpp"
 #include "traceml/sinks/html_report.hpp"
 #include "traceml/sinks/json_summary.hpp"
 #include "traceml/sinks/live_view.hpp"
-#include "traceml/phase.hpp"
-#include "traceml/recording_window.hpp"
 #include "traceml/sinks/report_table.hpp"
-#include "traceml/run_accumulator.hpp"
+#include "traceml/sinks/trace_window.hpp"
 #include "traceml/stop_signal.hpp"
-#include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "traceml/config.hpp"
+#include "traceml/detail/activation.hpp"
 #include "traceml/detail/diagnostics.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -40,8 +41,8 @@ inline long parse_rank_number(const char* text) {
 /// set. Values that are not whole numbers with 0 <= RANK < WORLD_SIZE are said once and ignored:
 /// a file labelled with the wrong rank would be merged as another rank's.
 inline rank_identity rank_from_environment() {
-  const char* rank = std::getenv("RANK");
-  const char* world = std::getenv("WORLD_SIZE");
+  const char* rank = detail::environment_rank();
+  const char* world = detail::environment_world_size();
   if (!rank && !world) return {};
   const long r = detail::parse_rank_number(rank), w = detail::parse_rank_number(world);
   if (r < 0 || w <= 0 || r >= w) {

@@ -12,11 +12,11 @@
 #include <utility>
 #include <vector>
 
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
 #include "traceml/gpu/gpu_facts.hpp"
 #include "traceml/record.hpp"
 #include "traceml/sinks/chrome_trace.hpp"
-#include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 

@@ -34,7 +34,7 @@
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/profiler.hpp"
 #if defined(TRACEML_CUPTI_LIBRARY)  // set by the traceml::cupti target
-#include "traceml/gpu/cupti_source.hpp"
+#include "traceml/gpu/source_factory.hpp"
 #if defined(TRACEML_TORCH_CUDA) && TRACEML_TORCH_CUDA  // set by the traceml::torch target
 #include "traceml/torch_adapter.hpp"
 #endif
@@ -46,7 +46,7 @@ TRACEML_BEGIN_MODE_NAMESPACE
 
 /// The run's name: TRACEML_RUN_NAME, else the program's file name, else "run".
 inline std::string session_run_name() {
-  if (const char* name = std::getenv("TRACEML_RUN_NAME"); name && *name) return name;
+  if (const char* name = environment_run_name()) return name;
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec && !exe.filename().empty()) return exe.filename().string();
@@ -71,7 +71,7 @@ inline std::string session_file_name(const std::string& run_name) {
 /// LOCAL_RANK alone), so that ranks started on one TRACEML_OUT write files of their own; "" alone.
 inline std::string session_rank_part() {
   if (const rank_identity r = rank_from_environment(); r.distributed()) return "_rank" + std::to_string(r.rank);
-  if (const long local = parse_rank_number(std::getenv("LOCAL_RANK")); local >= 0) return "_rank" + std::to_string(local);
+  if (const long local = parse_rank_number(environment_local_rank()); local >= 0) return "_rank" + std::to_string(local);
   return "";
 }
 
@@ -157,8 +157,8 @@ inline bool program_handles_stop_signals() noexcept {
 
 inline void start_session() noexcept {
   try {
-    const char* out = std::getenv("TRACEML_OUT");
-    if (!out || !*out) {
+    const char* out = environment_out_dir();
+    if (!out) {
       // Printed, not a diagnostic: a program (or a test) that never attaches a profiler must not
       // find a message it did not cause among its diagnostics, nor an allocation on its first step.
       activation().notice.store(notice_session_idle, std::memory_order_release);

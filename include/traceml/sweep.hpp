@@ -41,10 +41,10 @@
 #include <utility>
 #include <vector>
 
+#include "traceml/analysis/summary.hpp"
+#include "traceml/analysis/sweep_result.hpp"
 #include "traceml/config.hpp"
 #include "traceml/profiler.hpp"
-#include "traceml/summary.hpp"
-#include "traceml/sweep_result.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 

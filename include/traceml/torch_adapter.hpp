@@ -3,7 +3,7 @@
 // and LibTorch 2.x with CUDA.
 //
 //   #include <traceml/torch_adapter.hpp>
-//   traceml::gpu_source_options o;                                 // cupti_source.hpp
+//   traceml::gpu_source_options o;                                 // gpu/source_factory.hpp
 //   o.current_stream = traceml::libtorch::current_stream_provider();
 //   o.memory = traceml::libtorch::caching_allocator_sampler();
 //

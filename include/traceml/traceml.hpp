@@ -1,13 +1,16 @@
 // traceml: everything in the core (no dependencies beyond the C++17 standard library).
 // GPU sources and the LibTorch adapter are separate headers, each needing its own dependency.
 #pragma once
+#include "traceml/analysis/compare.hpp"
+#include "traceml/analysis/run_accumulator.hpp"
+#include "traceml/analysis/stats.hpp"
+#include "traceml/analysis/summary.hpp"
+#include "traceml/analysis/sweep_result.hpp"
 #include "traceml/callback.hpp"
-#include "traceml/compare.hpp"
 #include "traceml/config.hpp"
 #include "traceml/gpu/gpu_source.hpp"
 #include "traceml/phase.hpp"
 #include "traceml/profiler.hpp"
-#include "traceml/run_accumulator.hpp"
 #include "traceml/sinks/chrome_trace.hpp"
 #include "traceml/sinks/comparison_json.hpp"
 #include "traceml/sinks/comparison_table.hpp"
@@ -15,7 +18,4 @@
 #include "traceml/sinks/json_summary.hpp"
 #include "traceml/sinks/report_table.hpp"
 #include "traceml/sinks/sweep_report.hpp"
-#include "traceml/stats.hpp"
-#include "traceml/summary.hpp"
 #include "traceml/sweep.hpp"
-#include "traceml/sweep_result.hpp"

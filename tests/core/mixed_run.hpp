@@ -31,7 +31,7 @@
 //   forward baseline counter busy 3.5 (every baseline step sampled); backward baseline 8.8; eval busy
 //   share 1, busy mean 2 x 3.5 / 9.
 #pragma once
-#include <traceml/run_accumulator.hpp>
+#include <traceml/analysis/run_accumulator.hpp>
 
 #include <algorithm>
 #include <string>

@@ -4,7 +4,7 @@
 // difference is inside their noise.
 #include <catch2/catch.hpp>
 
-#include <traceml/compare.hpp>
+#include <traceml/analysis/compare.hpp>
 #include <traceml/sinks/comparison_json.hpp>
 #include <traceml/sinks/comparison_table.hpp>
 

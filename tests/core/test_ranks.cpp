@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "traceml/ranks.hpp"
+#include "traceml/analysis/ranks.hpp"
 #include "test_helpers.hpp"
 
 using traceml::rank_step;

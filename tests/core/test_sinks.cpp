@@ -148,8 +148,8 @@ TEST_CASE("the table prints each GPU figure over its own steps and says which", 
   CHECK(fwd[12] == "200");     // launches per recorded step
   const auto eval = table_row(table, "eval");  // 2 of 10 steps, never on the recorded one
   REQUIRE(eval.size() == 13);
-  CHECK(eval[0] == "0.800");
-  CHECK(eval[8] == "0.700");   // 2 x 3.5 / 10
+  CHECK(eval[0] == "800.0us");  // below 1 ms: in microseconds
+  CHECK(eval[8] == "700.0us");  // 2 x 3.5 / 10
   CHECK(eval[9] == "-");       // no kernel figures: zeros would read "no kernels"
   CHECK(eval[10] == "-");
   const auto step = table_row(table, "step");
@@ -665,7 +665,7 @@ TEST_CASE("the table's hardware-counter block: sampled shares per phase, and the
   CHECK(bwd[1] == "78.4");  // (0.8 x 88 + 0.7 x 17) / 105
   CHECK(bwd[2] == "60.0");
   // eval ran on no recorded step: nothing to hold the sources against.
-  CHECK(table_row(block, "eval") == std::vector<std::string>{"0.778", "100.0", "90.0", "80.0", "20.0", "-", "-"});
+  CHECK(table_row(block, "eval") == std::vector<std::string>{"777.8us", "100.0", "90.0", "80.0", "20.0", "-", "-"});
   CHECK(table_row(block, "step") == std::vector<std::string>{"14.411", "64.0", "43.9", "35.3", "23.9", "61.9", "58.7"});
   CHECK(block.find("busy ms, busy/SM/tensor/DRAM % of the sampled GPU window: 9 of 10 steps (sampled, hardware counters); "
                    "rec. counters/kernels %: GPU busy from counters and from kernel records on the same 1 recorded step; "
@@ -679,7 +679,7 @@ TEST_CASE("the table's hardware-counter block: sampled shares per phase, and the
     CHECK(m.find("rec. as counted %") != std::string::npos);
     CHECK(table_row(m, "forward") ==
           std::vector<std::string>{"3.844", "51.6", "25.0", "20.0", "10.0", "60.0", "54.5", "61.8"});  // 6.8 / 11
-    CHECK(table_row(m, "eval") == std::vector<std::string>{"0.778", "100.0", "90.0", "80.0", "20.0", "-", "-", "-"});
+    CHECK(table_row(m, "eval") == std::vector<std::string>{"777.8us", "100.0", "90.0", "80.0", "20.0", "-", "-", "-"});
     CHECK(table_row(m, "step").back() == "68.3");  // 21.5 / 31.5
     CHECK(m.find("; rec. as counted %: the step's records as the counters count (100 us samples, 1.50 us of engine "
                  "time per launch)") != std::string::npos);

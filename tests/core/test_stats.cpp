@@ -1,6 +1,7 @@
 // Statistics against hand-computed values.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <random>
 
 #include "mixed_run.hpp"
@@ -478,4 +479,27 @@ TEST_CASE("recording cost pairs each recorded step with the untraced steps befor
   // Ratios: step 10 144 / 114 (steps 5..9), step 20 168 / 134 (15..19), step 30 192 / 154 (25..29);
   // their median is step 20's.
   CHECK(*s.recording.cost == Approx(1.2 * 140 / 134 - 1));
+}
+
+TEST_CASE("residual share and the ratio to the fastest median, computed once for every sink", "[stats]") {
+  run_summary s;
+  CHECK(residual_share(s) == 0);  // no step time: no share, not a division by zero
+  s.step_ms.count = 4;
+  s.step_ms.mean = 8;
+  s.step_ms.median = 6;
+  s.residual_ms.mean = 2;
+  CHECK(residual_share(s) == Approx(0.25));
+
+  std::vector<run_result> runs(3);
+  runs[0].summary = s;
+  runs[1].summary = s;
+  runs[1].summary.step_ms.median = 3;
+  runs[2].summary.step_ms.median = 1;  // no measured steps: neither the fastest nor compared
+  const double fastest = fastest_median_ms(runs);
+  CHECK(fastest == 3);
+  CHECK(median_over_fastest(runs[0].summary, fastest) == Approx(2));
+  CHECK(median_over_fastest(runs[1].summary, fastest) == 1);
+  CHECK(std::isnan(median_over_fastest(runs[2].summary, fastest)));
+  CHECK(fastest_median_ms({}) == 0);
+  CHECK(std::isnan(median_over_fastest(s, 0)));
 }

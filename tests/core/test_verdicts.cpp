@@ -4,8 +4,13 @@
 
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include <traceml/analysis/regression_gate.hpp>
 #include <traceml/analysis/verdicts.hpp>
+#include <traceml/sinks/html_report.hpp>
+#include <traceml/sinks/json_summary.hpp>
+#include <traceml/sinks/report_table.hpp>
 #include <traceml/sinks/verdict_words.hpp>
 
 using namespace traceml;
@@ -288,4 +293,39 @@ TEST_CASE("the regression gate: slower only beyond the tolerance and the runs' n
     next.step_ms = summary_stats{};
     CHECK(regression_gate(base, next, 0.05).outcome == gate_outcome::no_steps);
   }
+}
+
+TEST_CASE("verdicts are shown under the table, in the JSON summary and in the HTML, and a steady run shows none", "[verdicts][sinks]") {
+  run_result r;
+  r.name = "loader";
+  r.summary = flat_run();
+  r.summary.phases.push_back(phase(phase_kind::dataloader, "dataloader", 40, 40));
+  r.summary.phases.push_back(phase(phase_kind::forward, "forward", 55, 40));
+
+  const auto table = format_table(r);
+  CHECK(table.find("verdict input_bound: ") != std::string::npos);
+  CHECK(table.find("\n  try: ") != std::string::npos);
+
+  const auto j = nlohmann::json::parse(json_summary({r}));
+  const auto& vs = j["runs"][0]["verdicts"];
+  REQUIRE(vs.is_array());
+  REQUIRE(vs.size() == 1);
+  CHECK(vs[0]["code"] == "input_bound");
+  CHECK(!vs[0].contains("phase"));  // every dataloader phase summed: run-wide
+  CHECK(vs[0]["steps"] == 40);
+  CHECK(vs[0]["figures"]["share"].get<double>() == Approx(0.40));
+  CHECK(vs[0]["evidence"].get<std::string>().find("40") != std::string::npos);
+  CHECK(!vs[0]["advice"].get<std::string>().empty());
+
+  const auto html = html_report({r});
+  CHECK(html.find("<caption>Verdicts</caption>") != std::string::npos);
+  CHECK(html.find("<code>input_bound</code>") != std::string::npos);
+
+  run_result steady;
+  steady.name = "steady";
+  steady.summary = flat_run();
+  steady.summary.phases.push_back(phase(phase_kind::forward, "forward", 95, 40));
+  CHECK(format_table(steady).find("verdict ") == std::string::npos);
+  CHECK(nlohmann::json::parse(json_summary({steady}))["runs"][0]["verdicts"].empty());
+  CHECK(html_report({steady}).find("Verdicts") == std::string::npos);
 }

@@ -23,9 +23,11 @@ std::string slurp(const std::string& p) {
   ss << f.rdbuf();
   return ss.str();
 }
+/// As the table prints a time: three decimals in ms, or below 1 ms one decimal in us ("40.0us").
 std::string ms3(double v) {
   char b[32];
-  std::snprintf(b, sizeof b, "%.3f", v);
+  if (v != 0 && std::fabs(v) < 1) std::snprintf(b, sizeof b, "%.1fus", v * 1000);
+  else std::snprintf(b, sizeof b, "%.3f", v);
   return b;
 }
 }  // namespace
@@ -48,7 +50,7 @@ int main(int argc, char** argv) {
       if (p.at("top_level").get<bool>()) sum += p.at("wall_ms").get<double>();
     check(std::fabs(sum - st.at("wall_ms").get<double>()) < 1e-6, "phases + residual = step in step " + st.at("step").dump());
   }
-  // The summary's means add up too, and the table shows them (rounded to three decimals).
+  // The summary's means add up too, and the table shows them (rounded as it prints them).
   double means = s.at("residual_ms").at("mean").get<double>();
   for (const auto& p : s.at("phases")) {
     means += p.at("wall_ms").at("mean").get<double>();

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include <traceml/ranks.hpp>
+#include <traceml/analysis/ranks.hpp>
 
 #include "fuzz_check.hpp"
 #include "steps_reader.hpp"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <traceml/compare.hpp>
+#include <traceml/analysis/compare.hpp>
 #include <traceml/sinks/comparison_json.hpp>
 #include <traceml/sinks/comparison_table.hpp>
 #include <traceml/sinks/report_table.hpp>

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "traceml/gpu/cupti_source.hpp"
+#include "traceml/gpu/source_factory.hpp"
 #include "traceml/gpu/pm_sampling_source.hpp"
 
 #include "expect.hpp"

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "traceml/gpu/cupti_source.hpp"
+#include "traceml/gpu/source_factory.hpp"
 #include "traceml/gpu/pm_sampler.hpp"
 #include "traceml/traceml.hpp"
 

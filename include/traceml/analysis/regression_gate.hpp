@@ -13,8 +13,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
-#include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 

@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
 #include "traceml/phase_kind.hpp"
-#include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -87,8 +87,6 @@ struct verdict_thresholds {
 };
 
 namespace detail {
-
-inline bool is_forward_backward(phase_kind k) noexcept { return k == phase_kind::forward || k == phase_kind::backward; }
 
 /// The measured steps' times along the run from the timeline (warm-up buckets left out), one value
 /// per bucket weighted by its steps.
@@ -176,7 +174,7 @@ inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresh
   // host_bound: forward/backward with the GPU idle most of their window, launching short kernels.
   // Kernel records say both; counters alone say the idle share (kernel length then unknown).
   for (const auto& p : s.phases) {
-    if (!detail::is_forward_backward(p.kind)) continue;
+    if (!is_forward_backward(p.kind)) continue;
     if (p.kernels && p.kernels->steps > 0 && p.kernels->idle_share >= t.host_idle_share &&
         p.kernels->mean_kernel_us > 0 && p.kernels->mean_kernel_us < t.host_kernel_us) {
       out.push_back(verdict{verdict_code::host_bound, p.name,
@@ -202,7 +200,7 @@ inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresh
 
   // small_kernels: busy, yet the SMs mostly idle (counters only: records cannot see SM occupancy).
   for (const auto& p : s.phases) {
-    if (!detail::is_forward_backward(p.kind) || !p.counters || p.counters->steps == 0) continue;
+    if (!is_forward_backward(p.kind) || !p.counters || p.counters->steps == 0) continue;
     const auto& c = *p.counters;
     if (c.busy_share >= t.small_busy_share && c.sm_active_share < t.small_sm_ratio * c.busy_share)
       out.push_back(verdict{verdict_code::small_kernels, p.name,

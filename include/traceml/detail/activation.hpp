@@ -6,16 +6,60 @@
 //     the program: it starts a profiler writing every output to $TRACEML_OUT, or, without that
 //     variable, says once how to turn it on;
 //   - it is not (a build without CMake that did not compile session.hpp): the notice below says so.
+//
+// Every environment variable traceml reads is read here (the environment_* functions below), so that
+// what a variable does is found in one place and the code that acts on it gets a plain value:
+//   TRACEML_OUT             the session's output folder (session.hpp)
+//   TRACEML_RUN_NAME        the session's run name
+//   TRACEML_LIVE=1          the live view, for a program that never set profiler_options::live
+//   TRACEML_HW_COUNTERS=0   no hardware counters: they are left to another tool (gpu/source_factory.hpp)
+//   RANK, WORLD_SIZE, LOCAL_RANK   the rank of a data-parallel run, as torchrun sets them
+//                           (rank_identity.hpp, session.hpp)
 // Light on purpose: phase.hpp includes it, so it must not pull in the profiler or the sinks.
 #pragma once
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "traceml/config.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
+
+// ---- the environment ------------------------------------------------------------------------
+// Read when asked, not cached: a test (or a launcher) may set a variable before the run it concerns.
+
+/// A variable's text; nullptr when it is unset or empty (empty counts as unset everywhere).
+inline const char* environment_text(const char* name) noexcept {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+/// TRACEML_OUT: the folder the session writes every output to; nullptr when not set.
+inline const char* environment_out_dir() noexcept { return environment_text("TRACEML_OUT"); }
+
+/// TRACEML_RUN_NAME: the session's run name; nullptr when not set.
+inline const char* environment_run_name() noexcept { return environment_text("TRACEML_RUN_NAME"); }
+
+/// TRACEML_LIVE=1: the live view on, whatever profiler_options::live says.
+inline bool environment_wants_live_view() noexcept {
+  const char* v = environment_text("TRACEML_LIVE");
+  return v && std::strcmp(v, "1") == 0;
+}
+
+/// TRACEML_HW_COUNTERS=0: no hardware counters, leaving them to another tool (Nsight Compute or
+/// Systems, DCGM).
+inline bool environment_refuses_hardware_counters() noexcept {
+  const char* v = environment_text("TRACEML_HW_COUNTERS");
+  return v && std::strcmp(v, "0") == 0;
+}
+
+/// RANK, WORLD_SIZE and LOCAL_RANK as a launcher set them (the raw text, checked by the caller,
+/// which quotes it when it is not a rank); nullptr when unset.
+inline const char* environment_rank() noexcept { return std::getenv("RANK"); }
+inline const char* environment_world_size() noexcept { return std::getenv("WORLD_SIZE"); }
+inline const char* environment_local_rank() noexcept { return std::getenv("LOCAL_RANK"); }
 
 /// Starts a run for a program without a profiler of its own. Called on the thread that begins the
 /// first unobserved step, before that step is numbered, so a profiler it attaches sees step 0.
@@ -59,8 +103,7 @@ inline void first_unobserved_step() noexcept {
     start();
     return;
   }
-  const char* out = std::getenv("TRACEML_OUT");
-  const char* notice = out && *out ? notice_out_without_session : notice_no_session;
+  const char* notice = environment_out_dir() ? notice_out_without_session : notice_no_session;
   a.notice.store(notice, std::memory_order_release);
   std::fprintf(stderr, "traceml: %s\n", notice);
 }

@@ -55,7 +55,9 @@ struct timed_span {
   counter_facts counters;
 };
 
-/// One finished step as a source saw it: nothing computed yet.
+/// One finished step as a source saw it: nothing attributed yet. The one thing a source computes is
+/// timed_span::counters, which only a hardware-counter source fills: it places its samples on the
+/// spans' GPU windows (pm_sampling_source.hpp), since the samples are its own and reach no further.
 struct step_activity {
   std::int32_t step = -1;
   /// Kernel records were on during this step: attribution may compute kernels, busy and idle.

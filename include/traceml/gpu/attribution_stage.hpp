@@ -11,7 +11,8 @@
 //     was timed with them (the same measurement on recorded and unrecorded steps), else from the
 //     markers attribution found (recorded steps) or -1.
 // Records and marker times that no step of the round can claim yet (a later step's) are kept for
-// the next delivery. Not thread-safe: the profiler calls it under its own lock.
+// the next delivery. Not thread-safe: one thread at a time, the attribution worker's
+// (attribution_worker.hpp), which calls it outside every lock.
 //
 //   traceml::attribution_stage stage;
 //   for (auto& rep : stage.add(source->collect(false))) attach(rep);

@@ -19,10 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include "traceml/clock.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/scope_pairing.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
-#include "traceml/clock.hpp"
 #include "traceml/gpu/device_check.hpp"
 #include "traceml/gpu/event_sampling.hpp"
 #include "traceml/gpu/event_timer.hpp"

@@ -3,9 +3,12 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <exception>
 #include <functional>
+#include <string>
 
 #include "traceml/config.hpp"
+#include "traceml/detail/diagnostics.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -16,14 +19,30 @@ using stream_provider = std::function<void*()>;
 
 namespace detail {
 
-/// The stream `provider` names (the legacy default stream when it is empty or throws).
+/// Says once that a stream provider threw, and what the fallback costs: work the trainer put on
+/// another stream is then bracketed by boundaries on the default stream, which can misplace it.
+inline void report_stream_provider_threw(const char* what) noexcept {
+  try {
+    report_once("gpu-stream-provider", std::string("the CUDA stream provider threw (") + what +
+                                           "); boundaries go on the legacy default stream, so GPU work on other "
+                                           "streams may be placed in the wrong phase");
+  } catch (...) {
+    // No memory to build the message: the fallback stands, unsaid, rather than end the process.
+  }
+}
+
+/// The stream `provider` names (the legacy default stream when it is empty or throws; a throw is
+/// said once, since the default stream can misplace the boundaries of work on other streams).
 inline cudaStream_t stream_of(const stream_provider& provider) noexcept {
   if (!provider) return nullptr;
   try {
     return static_cast<cudaStream_t>(provider());
+  } catch (const std::exception& e) {
+    report_stream_provider_threw(e.what());
   } catch (...) {
-    return nullptr;  // a provider that throws means "no stream of its own": the default stream
+    report_stream_provider_threw("not a std::exception");
   }
+  return nullptr;
 }
 
 /// True while `stream` is being captured into a CUDA graph: recording a marker or an event then

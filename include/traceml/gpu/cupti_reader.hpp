@@ -151,6 +151,35 @@ class cupti_reader {
     clock_offset_.store(best, std::memory_order_relaxed);
   }
 
+  /// How a buffer's records are walked: cuptiActivityGetNextRecord's signature (`*record` null for
+  /// the first; anything but CUPTI_SUCCESS after the last).
+  using record_walker = decltype(&::cuptiActivityGetNextRecord);
+
+  /// Parses the `valid` bytes of a completed buffer into records and marker times on the now_ns()
+  /// clock, kept until take(). CUPTI's buffers are walked by CUPTI's own walker (buffer_completed);
+  /// a test passes its own over hand-built records, so that parsing is tested without CUPTI or a
+  /// GPU. Any thread; one parse at a time.
+  void parse_buffer(std::uint8_t* buffer, std::size_t valid, record_walker next) {
+    std::vector<gpu_record> recs;
+    std::vector<marker_time> marks;
+    {
+      std::lock_guard<std::mutex> lock(parse_mu_);  // one parse at a time: the name tables
+      CUpti_Activity* a = nullptr;
+      while (next(buffer, valid, &a) == CUPTI_SUCCESS) parse_one(a, recs, marks);
+    }
+    if (opt_.drop_unfinished) {
+      // Records cut off by a switch-off come back unfinished (no timestamps); they belong to
+      // unrecorded steps (record_switch.hpp), so they are not reported as dropped.
+      recs.erase(std::remove_if(recs.begin(), recs.end(), [](const gpu_record& g) { return !g.begin_ns || !g.end_ns; }),
+                 recs.end());
+      marks.erase(std::remove_if(marks.begin(), marks.end(), [](const marker_time& m) { return !m.begin_ns || !m.end_ns; }),
+                  marks.end());
+    }
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    inbox_records_.insert(inbox_records_.end(), recs.begin(), recs.end());
+    inbox_markers_.insert(inbox_markers_.end(), marks.begin(), marks.end());
+  }
+
   /// Moves out what was parsed since the last call.
   void take(std::vector<gpu_record>& records, std::vector<marker_time>& markers) {
     std::lock_guard<std::mutex> lock(inbox_mu_);
@@ -224,7 +253,7 @@ class cupti_reader {
                                         std::size_t /*size*/, std::size_t valid) {
     cupti_reader* self = instance().load();
     if (!self || !buffer) return;
-    self->parse(buffer, valid);
+    self->parse_buffer(buffer, valid, self->api_.next_record);
     std::size_t dropped = 0;
     if (self->api_.dropped_records(ctx, stream_id, &dropped) == CUPTI_SUCCESS && dropped) {
       self->dropped_total_.fetch_add(dropped);
@@ -252,27 +281,6 @@ class cupti_reader {
     g.stream = r.streamId;
     g.correlation = r.correlationId;
     return g;
-  }
-
-  void parse(std::uint8_t* buffer, std::size_t valid) {
-    std::vector<gpu_record> recs;
-    std::vector<marker_time> marks;
-    {
-      std::lock_guard<std::mutex> lock(parse_mu_);  // one parse at a time: the name tables
-      CUpti_Activity* a = nullptr;
-      while (api_.next_record(buffer, valid, &a) == CUPTI_SUCCESS) parse_one(a, recs, marks);
-    }
-    if (opt_.drop_unfinished) {
-      // Records cut off by a switch-off come back unfinished (no timestamps); they belong to
-      // unrecorded steps (record_switch.hpp), so they are not reported as dropped.
-      recs.erase(std::remove_if(recs.begin(), recs.end(), [](const gpu_record& g) { return !g.begin_ns || !g.end_ns; }),
-                 recs.end());
-      marks.erase(std::remove_if(marks.begin(), marks.end(), [](const marker_time& m) { return !m.begin_ns || !m.end_ns; }),
-                  marks.end());
-    }
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    inbox_records_.insert(inbox_records_.end(), recs.begin(), recs.end());
-    inbox_markers_.insert(inbox_markers_.end(), marks.begin(), marks.end());
   }
 
   void parse_one(const CUpti_Activity* a, std::vector<gpu_record>& recs, std::vector<marker_time>& marks) {

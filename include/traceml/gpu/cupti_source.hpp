@@ -12,12 +12,8 @@
 // own thread (parsed there); a worker of ours flushes CUPTI periodically and switches records off
 // behind recorded steps; the training thread enqueues markers and events and, at step end, copies
 // the step's spans. Every failure (no library, insufficient privileges, another CUPTI client such
-// as Nsight Systems) is reported once and make_best_gpu_source() falls back to CUDA events.
-//
-//   traceml::gpu_source_options o;
-//   o.current_stream = traceml::libtorch::current_stream_provider();   // LibTorch users
-//   o.memory = traceml::libtorch::caching_allocator_sampler();
-//   profiler.set_gpu_source(traceml::make_best_gpu_source(o));        // may be nullptr: no GPU
+// as Nsight Systems) is reported once, and make_best_gpu_source() (source_factory.hpp) falls back
+// to CUDA events.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -26,7 +22,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -42,14 +37,12 @@
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/scope_pairing.hpp"
 #include "traceml/gpu/boundary_markers.hpp"
-#include "traceml/gpu/cuda_events_source.hpp"
 #include "traceml/gpu/cupti_reader.hpp"
 #include "traceml/gpu/device_check.hpp"
 #include "traceml/gpu/event_sampling.hpp"
 #include "traceml/gpu/event_timer.hpp"
 #include "traceml/gpu/gpu_memory.hpp"
 #include "traceml/gpu/gpu_source.hpp"
-#include "traceml/gpu/pm_sampling_source.hpp"
 #include "traceml/gpu/record_switch.hpp"
 #include "traceml/gpu/recording_schedule.hpp"
 #include "traceml/gpu/step_readiness.hpp"
@@ -448,59 +441,5 @@ class cupti_source : public gpu_source {
   std::unordered_set<std::uint64_t> seen_markers_;  // marker times delivered, of steps not yet complete
   std::thread worker_;
 };
-
-/// What make_best_gpu_source tries, and the hooks both sources share.
-struct gpu_source_options {
-  bool cupti = true;               ///< try kernel attribution first
-  cupti_options cupti_opts;        ///< its stream provider and memory sampler are overwritten below
-  cuda_events_options events_opts;
-  stream_provider current_stream;  ///< given to whichever source is made
-  memory_sampler memory;           ///< given to whichever source is made
-  /// Add GPU busy and SM activity on every step from hardware counters (CUPTI PM sampling,
-  /// pm_sampling_source.hpp) on top of the source made. Where the counters cannot be had (privileges,
-  /// an unsupported GPU, another tool holds them) the source runs without them and says why once.
-  bool hardware_counters = true;
-  pm_sampler_options counters;
-  std::int64_t launch_engine_ns = 0;  ///< pm_sampling_options::launch_engine_ns
-};
-
-/// The best GPU source this process can have: CUPTI kernel attribution, else CUDA-event phase
-/// timing (saying once why attribution is off), else nullptr when there is no GPU (saying so
-/// once); with hardware counters on every step on top where the GPU allows them. Never throws,
-/// never hangs.
-inline std::unique_ptr<gpu_source> make_best_gpu_source(gpu_source_options o = {}) {
-  const cuda_device_check device = check_cuda_device();
-  if (!device.ok()) {
-    report_once("gpu-none", "GPU timing off: " + device.why + "; phases are timed on the CPU");
-    return nullptr;
-  }
-  std::unique_ptr<gpu_source> made;
-  if (o.cupti) {
-    o.cupti_opts.current_stream = o.current_stream;
-    o.cupti_opts.memory = o.memory;
-    auto c = std::make_unique<cupti_source>(o.cupti_opts);
-    if (c->ok()) made = std::move(c);
-    else report_once("gpu-cupti-off", "kernel attribution off: " + c->why() + "; using CUDA-event phase timing");
-  }
-  if (!made) {
-    o.events_opts.current_stream = o.current_stream;
-    o.events_opts.memory = o.memory;
-    auto ev = std::make_unique<cuda_events_source>(o.events_opts);
-    if (!ev->ok()) {
-      report_once("gpu-events-off", ev->status() + "; phases are timed on the CPU");  // status() says "GPU timing off: why"
-      return nullptr;
-    }
-    made = std::move(ev);
-  }
-  // TRACEML_HW_COUNTERS=0 leaves the counters to another tool (Nsight Compute or Systems, DCGM).
-  if (const char* env = std::getenv("TRACEML_HW_COUNTERS"); env && std::string(env) == "0") o.hardware_counters = false;
-  if (!o.hardware_counters) return made;
-  pm_sampling_options pm;
-  pm.sampler = o.counters;
-  pm.current_stream = o.current_stream;
-  pm.launch_engine_ns = o.launch_engine_ns;
-  // Kept even when the counters are unavailable: its status() then says why on every output.
-  return std::make_unique<pm_sampling_source>(std::move(made), std::move(pm));
-}
 
 TRACEML_END_NAMESPACE

@@ -14,7 +14,11 @@
 // runs on its own thread. When PM sampling is unavailable (privileges, unsupported GPU, counters
 // taken by another tool) the inner source runs alone and status() says why, once.
 //
-//   auto inner = traceml::make_best_gpu_source(o);
+// make_best_gpu_source() adds this source on top of the one it makes (gpu_source_options::
+// hardware_counters); by hand, wrap a source that has no counters of its own, since the process has
+// one sampler (wrapping make_best_gpu_source()'s result would add a second):
+//
+//   auto inner = std::make_unique<traceml::cuda_events_source>(events_opts);
 //   profiler.set_gpu_source(std::make_unique<traceml::pm_sampling_source>(std::move(inner), pm_opts));
 #pragma once
 #include <cuda_runtime_api.h>
@@ -39,8 +43,8 @@
 #include "traceml/gpu/cuda_stream.hpp"
 #include "traceml/gpu/gpu_clock.hpp"
 #include "traceml/gpu/gpu_source.hpp"
-#include "traceml/gpu/pm_sampler.hpp"
 #include "traceml/gpu/pm_placement.hpp"
+#include "traceml/gpu/pm_sampler.hpp"
 #include "traceml/gpu/pm_samples.hpp"
 
 TRACEML_BEGIN_NAMESPACE

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "traceml/compare.hpp"
+#include "traceml/analysis/compare.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/json_writer.hpp"
 

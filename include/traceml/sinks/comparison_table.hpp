@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "traceml/compare.hpp"
+#include "traceml/analysis/compare.hpp"
 #include "traceml/config.hpp"
 #include "traceml/sinks/figure_notes.hpp"
 #include "traceml/sinks/report_table.hpp"
@@ -31,7 +31,7 @@ inline std::vector<std::string> compared_phase_names(const std::vector<compared_
   return names;
 }
 
-inline std::string optional_ms(const std::optional<double>& v) { return v ? fixed_text(*v, 1) : "-"; }
+inline std::string optional_ms(const std::optional<double>& v) { return v ? ms_text(*v, 1) : "-"; }
 }  // namespace detail
 
 /// The table; `extra` lines go just before the ratio to the fastest column.
@@ -61,15 +61,16 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
 
   line("total s (all steps)", [](const compared_run& r) { return fixed_text(r.total_s, 1); });
   line("steps/s", [](const compared_run& r) { return fixed_text(r.steps_per_s, 2); });
-  line("median step ms", [](const compared_run& r) { return fixed_text(r.median_ms, 1); });
+  // Times below 1 ms in microseconds ("40.0us"), not "0.0" (ms_text).
+  line("median step ms", [](const compared_run& r) { return detail::ms_text(r.median_ms, 1); });
   line(any([](const compared_run& r) { return r.repeats > 1; }) ? "  spread (p10..p90, or repeat medians) ms"
                                                                 : "  spread p10..p90 ms",
-       [](const compared_run& r) { return fixed_text(r.spread_lo_ms, 1) + ".." + fixed_text(r.spread_hi_ms, 1); });
+       [](const compared_run& r) { return detail::ms_text(r.spread_lo_ms, 1) + ".." + detail::ms_text(r.spread_hi_ms, 1); });
   const auto wall = [](const compared_phase& p) { return std::optional<double>(p.wall_ms); };
   const auto gpu = [](const compared_phase& p) { return p.gpu_ms; };
   const auto kernel = [](const compared_phase& p) { return p.kernel_ms; };
   for (const auto& p : phases) phase_line("wall ms: ", p, wall);
-  line("wall ms: (outside phases)", [](const compared_run& r) { return fixed_text(r.residual_ms, 1); });
+  line("wall ms: (outside phases)", [](const compared_run& r) { return detail::ms_text(r.residual_ms, 1); });
   for (const auto& p : phases)
     if (has_phase_value(p, gpu)) phase_line("GPU ms: ", p, gpu);
   const bool kernels = any([](const compared_run& r) { return r.kernels(); });

@@ -1,6 +1,6 @@
-// traceml: the words and numbers every sink uses to say what a figure rests on ("1 of 10 steps",
-// "recording cost +45.8% per recorded step"), and the one locale-proof number formatter. The table
-// and the HTML report say the same thing in the same words because they call these.
+// traceml: the words every sink uses to say what a figure rests on ("1 of 10 steps", "recording
+// cost +45.8% per recorded step"). The table and the HTML report say the same thing in the same
+// words because they call these; the numbers in them are formatted by detail/format.hpp.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -8,37 +8,12 @@
 #include <cstdio>
 #include <string>
 
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
-#include "traceml/summary.hpp"
+#include "traceml/detail/format.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
-
-/// `v` with `decimals` digits after a '.', whatever the C locale's decimal separator; no "-0.0".
-/// Non-finite values give "-" (the HTML report shows an en dash instead).
-inline std::string fixed_text(double v, int decimals) {
-  if (!std::isfinite(v)) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  std::string s(buf);
-  bool nonzero = false;
-  for (char& c : s) {
-    if (c >= '1' && c <= '9') nonzero = true;
-    else if (c != '-' && c != '0') c = '.';
-  }
-  if (!nonzero && !s.empty() && s[0] == '-') s.erase(0, 1);
-  return s;
-}
-
-/// A count, or a count per step or per micro-batch: an integer prints as one ("720", never
-/// "720.0"); a mean that is not whole keeps `decimals` digits ("2.5"), so it is not passed off as
-/// exact. Non-finite values give "-".
-inline std::string count_text(double v, int decimals = 1) {
-  if (!std::isfinite(v)) return "-";
-  const double whole = std::round(v);
-  if (std::fabs(v - whole) <= 1e-9 * std::max(1.0, std::fabs(v))) return fixed_text(whole, 0);
-  return fixed_text(v, decimals);
-}
 
 /// "1 of 10 steps", "10 of 10 steps", "1 step" (when `of` is 0: the total is not known).
 inline std::string steps_of(std::size_t n, std::size_t of) {
@@ -110,19 +85,6 @@ inline bool any_phase_hidden(const run_summary& s) {
   for (const auto& p : s.phases)
     if (p.kernels && p.kernels->hidden_share > 0) return true;
   return false;
-}
-
-/// A share as a percentage with `decimals` digits and no sign: "51.6". Kept within [0, 100], so that
-/// a share a sampled window rounded a hair past its whole never reads as more than all of it; "-"
-/// for a negative share, the summary's "not measured" (a counter this GPU does not sample).
-inline std::string share_percent_text(double share, int decimals = 1) {
-  if (!(share >= 0)) return "-";
-  return fixed_text(std::min(share, 1.0) * 100, decimals);
-}
-
-/// A fraction as a signed percentage: "+45.8%", "-3.0%".
-inline std::string signed_percent(double fraction) {
-  return (fraction >= 0 ? "+" : "") + fixed_text(fraction * 100, 1) + "%";
 }
 
 /// "recording cost +45.8% per recorded step (median of each against the untraced steps before it)", or "" when the

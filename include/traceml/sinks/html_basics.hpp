@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
 #include "traceml/phase_kind.hpp"
 #include "traceml/sinks/figure_notes.hpp"
-#include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {

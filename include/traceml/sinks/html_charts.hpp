@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
 #include "traceml/sinks/html_basics.hpp"
-#include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {

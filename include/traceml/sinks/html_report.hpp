@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/output_file.hpp"
 #include "traceml/sinks/html_basics.hpp"
 #include "traceml/sinks/html_charts.hpp"
 #include "traceml/sinks/html_tables.hpp"
-#include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 

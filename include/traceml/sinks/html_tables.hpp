@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
 #include "traceml/sinks/html_basics.hpp"
-#include "traceml/summary.hpp"
+#include "traceml/sinks/verdict_words.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
@@ -79,17 +80,23 @@ inline void config_and_summary(std::string& o, const run_result& r, std::size_t 
   if (s.dropped_gpu_records)
     kv_row(o, "<span class=\"warn\">warning</span>", std::to_string(s.dropped_gpu_records) + " GPU records dropped");
   if (s.unattributed_kernels) kv_row(o, "unattributed kernels", std::to_string(s.unattributed_kernels));
-  o += "</tbody></table>\n</section>\n";
+  o += "</tbody></table>\n";
+  const auto verdicts = judge_run(s);
+  if (!verdicts.empty()) {
+    o += "<table class=\"kv verdicts\"><caption>Verdicts</caption><tbody>\n";
+    for (const auto& v : verdicts)
+      kv_row(o, std::string("<code>") + to_string(v.code) + "</code>",
+             escape(verdict_evidence(v)) + "<br><span class=\"muted\">try: " + escape(verdict_advice(v)) + "</span>");
+    o += "</tbody></table>\n";
+  }
+  o += "</section>\n";
 }
 
 /// Several runs side by side, with each run's median step time over the fastest run's median: the
 /// one ratio between runs, median-based everywhere (a few slower recorded steps move a mean, not a
 /// median).
 inline void comparison_table(std::string& o, const std::vector<run_result>& runs) {
-  double fastest = 0;
-  for (const auto& r : runs)
-    if (r.summary.step_ms.count > 0 && r.summary.step_ms.median > 0 && (fastest == 0 || r.summary.step_ms.median < fastest))
-      fastest = r.summary.step_ms.median;
+  const double fastest = fastest_median_ms(runs);
   o += "<table class=\"data\" id=\"comparison-table\">\n<caption>Statistics over each run's measured steps; "
        "the ratio is of median step times</caption>\n";
   header_row(o, {"run", "steps", "median ms", "mean ms", "p10 ms", "p90 ms", "std ms", "throughput",
@@ -98,7 +105,7 @@ inline void comparison_table(std::string& o, const std::vector<run_result>& runs
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& s = runs[i].summary;
     const bool has = s.step_ms.count > 0;
-    const double ratio = has && fastest > 0 ? s.step_ms.median / fastest : std::numeric_limits<double>::quiet_NaN();
+    const double ratio = median_over_fastest(s, fastest);
     const bool is_fastest = has && s.step_ms.median == fastest;
     o += std::string("<tr") + (is_fastest ? " class=\"fastest\"" : "") + "><td>";
     swatch(o, run_color(i));
@@ -169,7 +176,7 @@ inline void phase_table(std::string& o, const run_result& r, const phase_palette
   o += "<tr><td>";
   swatch(o, residual_color);
   o += "(residual)</td>";
-  stats_cells(o, s.residual_ms, s.step_ms.mean > 0 ? s.residual_ms.mean / s.step_ms.mean : 0);
+  stats_cells(o, s.residual_ms, residual_share(s));
   if (gpu) o += num_cell("&ndash;");
   if (counters) o += counter_share_cells(std::nullopt);
   o += "</tr>\n</tbody>\n<tfoot><tr><td>step</td>";

@@ -8,10 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/json_writer.hpp"
 #include "traceml/detail/output_file.hpp"
-#include "traceml/summary.hpp"
+#include "traceml/sinks/verdict_words.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -155,7 +156,7 @@ inline void write_step(json_writer& w, const step_result& st, std::optional<bool
                        const std::string* run_name = nullptr, rank_identity rank = {}) {
   w.begin_object();
   if (run_name) w.member("run", *run_name);
-  if (rank.distributed()) w.member("rank", rank.rank);  // each line on its own says whose it is
+  if (rank.distributed()) w.member("rank", rank.rank).member("world_size", rank.world_size);  // each line says whose it is
   w.member("step", st.step).member("wall_ms", st.wall_ms).member("residual_ms", st.residual_ms);
   w.member("microbatches", st.microbatches).member("lost_phases", st.lost_phases);
   if (warmup) w.member("warmup", *warmup);  // known only once the run's length is known
@@ -247,6 +248,17 @@ inline void write_run_json(detail::json_writer& w, const run_result& run) {
   for (const auto& b : run.summary.timeline) {
     w.begin_object().member("first_step", b.first_step).member("steps", static_cast<std::uint64_t>(b.steps));
     w.member("mean_ms", b.mean_ms).member("min_ms", b.min_ms).member("max_ms", b.max_ms).end_object();
+  }
+  w.end_array();
+  w.key("verdicts").begin_array();
+  for (const auto& v : judge_run(run.summary)) {
+    w.begin_object().member("code", to_string(v.code));
+    if (!v.phase.empty()) w.member("phase", v.phase);  // run-wide verdicts name no phase
+    w.member("evidence", verdict_evidence(v)).member("advice", verdict_advice(v));
+    w.member("steps", static_cast<std::uint64_t>(v.steps)).member("source", v.source);
+    w.key("figures").begin_object();
+    for (const auto& f : v.figures) w.member(f.name, f.value);
+    w.end_object().end_object();
   }
   w.end_array();
   // Every step, when the run kept them all (profiler_options::keep_steps) and their list fits in

@@ -35,13 +35,14 @@
 #include <unistd.h>
 #endif
 
+#include "traceml/analysis/stats.hpp"
+#include "traceml/analysis/summary.hpp"
 #include "traceml/clock.hpp"
 #include "traceml/config.hpp"
+#include "traceml/detail/activation.hpp"
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/sinks/figure_notes.hpp"
 #include "traceml/sinks/report_table.hpp"
-#include "traceml/stats.hpp"
-#include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -57,8 +58,7 @@ inline bool stderr_is_terminal() noexcept {
 /// Whether a run asked for the live view: its option, or TRACEML_LIVE=1 in the environment (so a
 /// program that never set the option can still be watched).
 inline bool live_view_requested(bool option) noexcept {
-  const char* env = std::getenv("TRACEML_LIVE");
-  return option || (env != nullptr && std::strcmp(env, "1") == 0);
+  return option || detail::environment_wants_live_view();
 }
 
 /// Phases shown (top-level ones, in order of first appearance; later ones are left out).

@@ -5,9 +5,11 @@
 #include <string>
 #include <string_view>
 
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
+#include "traceml/detail/format.hpp"
 #include "traceml/sinks/figure_notes.hpp"
-#include "traceml/summary.hpp"
+#include "traceml/sinks/verdict_words.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -58,11 +60,6 @@ inline std::string printable(std::string_view s, bool keep_newlines = false) {
   return out;
 }
 
-inline std::string pad(std::string s, std::size_t width, bool left = false) {
-  if (s.size() >= width) return s;
-  return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
-}
-
 /// Which GPU columns the table has: "gpu ms" when GPU time was measured on any step, the kernel
 /// columns when any step was recorded, "hidden %" when some phase's work ran beside another's.
 struct table_columns {
@@ -80,11 +77,12 @@ struct table_columns {
   }
 };
 
-/// The wall-time cells of one row: mean, median, p10, p90, min, max, std, share of the step.
+/// The wall-time cells of one row: mean, median, p10, p90, min, max, std, share of the step (times
+/// below 1 ms in microseconds: ms_text).
 inline std::string wall_cells(const summary_stats& w, double share) {
-  return pad(fixed_text(w.mean, 3), 11) + pad(fixed_text(w.median, 3), 11) + pad(fixed_text(w.p10, 3), 11) +
-         pad(fixed_text(w.p90, 3), 11) + pad(fixed_text(w.min, 3), 11) + pad(fixed_text(w.max, 3), 11) +
-         pad(fixed_text(w.stddev, 3), 10) + pad(fixed_text(share * 100, 1) + "%", 8);
+  return pad(ms_text(w.mean, 3), 11) + pad(ms_text(w.median, 3), 11) + pad(ms_text(w.p10, 3), 11) +
+         pad(ms_text(w.p90, 3), 11) + pad(ms_text(w.min, 3), 11) + pad(ms_text(w.max, 3), 11) +
+         pad(ms_text(w.stddev, 3), 10) + pad(fixed_text(share * 100, 1) + "%", 8);
 }
 
 /// The GPU cells of one row ("-" where this row was not measured, so later columns stay aligned; the
@@ -92,10 +90,10 @@ inline std::string wall_cells(const summary_stats& w, double share) {
 inline std::string gpu_cells(const table_columns& c, const std::optional<summary_stats>& gpu_ms,
                              const std::optional<kernel_summary>& k, bool step = false) {
   std::string out;
-  if (c.gpu_ms) out += pad(gpu_ms ? fixed_text(gpu_ms->mean, 3) : "-", 11);
+  if (c.gpu_ms) out += pad(gpu_ms ? ms_text(gpu_ms->mean, 3) : "-", 11);
   if (!c.kernels) return out;
   if (!k) return out + pad("-", 11) + pad("-", 8) + pad("-", 8) + pad("-", 14) + (c.hidden ? pad("-", 10) : "");
-  out += pad(fixed_text(k->kernel_ms.mean, 3), 11) + pad(fixed_text(k->busy_share * 100, 1), 8) +
+  out += pad(ms_text(k->kernel_ms.mean, 3), 11) + pad(fixed_text(k->busy_share * 100, 1), 8) +
          pad(fixed_text(k->idle_share * 100, 1), 8) + pad(count_text(k->kernels_per_step), 14);
   if (!c.hidden) return out;
   return out + pad(step ? "-" : fixed_text(k->hidden_share * 100, 1), 10);
@@ -123,7 +121,7 @@ struct counter_columns {
 /// The cells of one row of the counter block ("-" for a counter this GPU does not sample, and in the
 /// agreement pair for a phase that ran on no recorded step).
 inline std::string counter_cells(const counter_columns& c, const counter_summary& k) {
-  std::string out = pad(fixed_text(k.busy_ms.mean, 3), 11) + pad(share_percent_text(k.busy_share), 8) +
+  std::string out = pad(ms_text(k.busy_ms.mean, 3), 11) + pad(share_percent_text(k.busy_share), 8) +
                     pad(share_percent_text(k.sm_active_share), 8) + pad(share_percent_text(k.tensor_share), 10) +
                     pad(share_percent_text(k.dram_share), 8);
   if (!c.agreement()) return out;
@@ -187,8 +185,9 @@ inline std::string table_footer(const run_summary& s, const table_columns& c) {
 }
 }  // namespace detail
 
-/// Milliseconds printed with three decimals (the table's rounding; JSON keeps full precision).
-inline std::string format_ms(double ms) { return detail::fixed_text(ms, 3); }
+/// Milliseconds as the table prints them: three decimals, below 1 ms in microseconds ("40.0us");
+/// JSON keeps full precision.
+inline std::string format_ms(double ms) { return detail::ms_text(ms, 3); }
 
 /// The table: one row per phase (nested phases indented), then residual and step. Mean columns add
 /// up: the top-level phases' means plus the residual's mean equal the step's mean. GPU columns are
@@ -201,6 +200,16 @@ inline std::string profiler_edges_line(const run_summary& s) {
   if (s.startup_ms < 0) return "";
   std::string out = "profiler start-up " + detail::fixed_text(s.startup_ms, 1) + " ms";
   if (s.finish_ms >= 0) out += ", finish " + detail::fixed_text(s.finish_ms, 1) + " ms (outputs written)";
+  return out;
+}
+
+/// The run's verdicts under the table, one per line with its evidence, then what to try:
+/// "verdict host_bound: forward: the GPU is idle 82% ... (6 steps with kernel records)\n  try: ...".
+inline std::string verdict_lines(const std::vector<verdict>& vs) {
+  std::string out;
+  for (const auto& v : vs)
+    out += std::string("verdict ") + to_string(v.code) + ": " + detail::printable(verdict_evidence(v)) + "\n  try: " +
+           verdict_advice(v) + "\n";
   return out;
 }
 
@@ -222,7 +231,7 @@ inline std::string format_table(const run_result& run) {
     out += detail::phase_label(p) + detail::wall_cells(p.wall_ms, p.share) +
            detail::gpu_cells(cols, p.gpu_ms, p.kernels) + "\n";
   out += pad("(residual)", 22, true) +
-         detail::wall_cells(s.residual_ms, s.step_ms.mean > 0 ? s.residual_ms.mean / s.step_ms.mean : 0) + "\n";
+         detail::wall_cells(s.residual_ms, residual_share(s)) + "\n";
   out += rule + "\n";
   out += pad("step", 22, true) + detail::wall_cells(s.step_ms, 1) + detail::gpu_cells(cols, s.step_gpu_ms, s.step_kernels, true) +
          "\n";
@@ -234,6 +243,7 @@ inline std::string format_table(const run_result& run) {
     out += "gpu memory: peak allocated " + detail::fixed_text(static_cast<double>(s.peak_allocated_bytes) / (1 << 30), 2) +
            " GiB, peak reserved " + detail::fixed_text(static_cast<double>(s.peak_reserved_bytes) / (1 << 30), 2) + " GiB\n";
   if (!s.gpu_status.empty()) out += "gpu: " + s.gpu_status + "\n";
+  out += verdict_lines(judge_run(s));
   if (const std::string lost = detail::ring_full_note(s); !lost.empty()) out += "warning: " + lost + "\n";
   if (s.capped_records)
     out += "warning: " + std::to_string(s.capped_records) +

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "traceml/analysis/sweep_result.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/json_writer.hpp"
 #include "traceml/sinks/comparison_json.hpp"
 #include "traceml/sinks/figure_notes.hpp"
 #include "traceml/sinks/html_basics.hpp"
 #include "traceml/sinks/report_table.hpp"
-#include "traceml/sweep_result.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 

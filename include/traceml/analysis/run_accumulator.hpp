@@ -18,11 +18,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "traceml/analysis/stats.hpp"
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
 #include "traceml/gpu/gpu_facts.hpp"
 #include "traceml/phase_key.hpp"
-#include "traceml/stats.hpp"
-#include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 

@@ -28,10 +28,10 @@
 #include <string>
 #include <vector>
 
+#include "traceml/analysis/stats.hpp"
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
-#include "traceml/sinks/figure_notes.hpp"
-#include "traceml/stats.hpp"
-#include "traceml/summary.hpp"
+#include "traceml/detail/format.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 

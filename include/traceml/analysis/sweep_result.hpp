@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "traceml/compare.hpp"
+#include "traceml/analysis/compare.hpp"
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
-#include "traceml/sinks/figure_notes.hpp"
-#include "traceml/summary.hpp"
+#include "traceml/detail/format.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 

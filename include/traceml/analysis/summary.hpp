@@ -5,12 +5,14 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "traceml/analysis/stats.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/intervals.hpp"
 #include "traceml/gpu/gpu_facts.hpp"
@@ -18,7 +20,6 @@
 #include "traceml/phase_kind.hpp"
 #include "traceml/rank_identity.hpp"
 #include "traceml/record.hpp"
-#include "traceml/stats.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -237,6 +238,28 @@ struct run_result {
   std::vector<step_result> steps;
   run_summary summary;
 };
+
+/// The residual's share of the step: its mean over the mean step (0 without a step time), as the
+/// table and the HTML report show it beside each phase's share.
+inline double residual_share(const run_summary& s) noexcept {
+  return s.step_ms.mean > 0 ? s.residual_ms.mean / s.step_ms.mean : 0;
+}
+
+/// The fastest median step time of the runs with measured steps; 0 when none has one.
+inline double fastest_median_ms(const std::vector<run_result>& runs) noexcept {
+  double fastest = 0;
+  for (const auto& r : runs)
+    if (r.summary.step_ms.count > 0 && r.summary.step_ms.median > 0 && (fastest == 0 || r.summary.step_ms.median < fastest))
+      fastest = r.summary.step_ms.median;
+  return fastest;
+}
+
+/// A run's median step time over `fastest` (fastest_median_ms): the one ratio between runs,
+/// median-based (a few slower recorded steps move a mean, not a median). NaN for a run without
+/// measured steps, or when no run had a median to compare with.
+inline double median_over_fastest(const run_summary& s, double fastest) noexcept {
+  return s.step_ms.count > 0 && fastest > 0 ? s.step_ms.median / fastest : std::numeric_limits<double>::quiet_NaN();
+}
 
 /// Builds one step's result from its records: the step's own record, its micro-batches and phases
 /// (on any thread). Records of other steps are ignored. Returns nullopt when no step record is

@@ -19,7 +19,10 @@
 // CUPTI's host-side cost is added), idle = window - busy. The parts add up to the gap
 // exactly, whatever number of steps was recorded. A gap inside the runs' noise (their p10..p90
 // step-time ranges overlap, or with repeats the ranges of their medians) is said to be noise and not
-// explained. Every number comes from the run summaries; this header picks, subtracts and words.
+// explained. Every number comes from the run summaries; this header picks, subtracts and words: the
+// explanation is part of a comparison (comparison::explanation, which the sweep's recommendation
+// quotes), so it is built here, its numbers formatted by detail/format.hpp; the sinks
+// (comparison_table.hpp, comparison_json.hpp) only lay the comparison out.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -29,11 +32,10 @@
 #include <utility>
 #include <vector>
 
+#include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
+#include "traceml/detail/format.hpp"
 #include "traceml/gpu/gpu_facts.hpp"
-#include "traceml/sinks/figure_notes.hpp"
-#include "traceml/sinks/report_table.hpp"
-#include "traceml/summary.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -100,8 +102,6 @@ struct compared_run {
 };
 
 namespace detail {
-inline bool is_forward_backward(phase_kind k) noexcept { return k == phase_kind::forward || k == phase_kind::backward; }
-
 /// Figures per step back to totals over `steps` steps, so that a list can go through merge_kernels.
 inline std::vector<kernel_stat> kernel_totals(const std::vector<kernel_figure>& figures, std::size_t steps) {
   std::vector<kernel_stat> out;

@@ -8,8 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include "traceml/analysis/quantile_sketch.hpp"
 #include "traceml/config.hpp"
-#include "traceml/quantile_sketch.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
