@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include <traceml/compare.hpp>
-#include <traceml/ranks.hpp>
+#include <traceml/analysis/compare.hpp>
+#include <traceml/analysis/ranks.hpp>
 #include <traceml/sinks/comparison_json.hpp>
 #include <traceml/sinks/comparison_table.hpp>
 #include <traceml/sinks/html_report.hpp>
@@ -172,20 +172,61 @@ inline int html(const options& o, std::ostream& /*out*/, std::ostream& err) {
   return detail::write_file(o.html_path, report, err) ? exit_ok : exit_output;
 }
 
+namespace detail {
+/// Refuses two rank files that are not of one run: another run name, another world size, or another
+/// schedule (a step both recorded with different micro-batches).
+inline void check_same_run(const tools::read_steps& a, const std::string& file_a, const tools::read_steps& b,
+                           const std::string& file_b) {
+  const auto refuse = [&](const std::string& why) {
+    throw input_error{"ranks: " + file_a + " and " + file_b + " are not ranks of one run: " + why};
+  };
+  if (a.run != b.run) refuse("run \"" + a.run + "\" and run \"" + b.run + "\"");
+  if (a.world_size && b.world_size && a.world_size != b.world_size)
+    refuse("world size " + std::to_string(a.world_size) + " and " + std::to_string(b.world_size));
+  std::map<std::uint64_t, int> micro_a;
+  for (std::size_t i = 0; i < a.steps.steps.size(); ++i) micro_a.emplace(a.steps.steps[i].step, a.microbatches[i]);
+  for (std::size_t i = 0; i < b.steps.steps.size(); ++i) {
+    const auto it = micro_a.find(b.steps.steps[i].step);
+    if (it != micro_a.end() && it->second != b.microbatches[i])
+      refuse("step " + std::to_string(it->first) + " has " + std::to_string(it->second) + " micro-batches in one and " +
+             std::to_string(b.microbatches[i]) + " in the other (another schedule)");
+  }
+}
+}  // namespace detail
+
 /// traceml ranks: the ranks of one data-parallel run side by side (one per-step JSONL per rank).
+/// Every file must hold steps of one run (the same run name, world size and schedule); a file with no
+/// step is refused (a rank that recorded nothing is reported missing with --world-size).
 inline int ranks(const options& o, std::ostream& out, std::ostream& err) {
   const auto& files = o.files;
-  const int world_size = o.world_size == 0 ? static_cast<int>(files.size()) : o.world_size;
+  std::vector<tools::read_steps> read;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    try {
+      read.push_back(tools::read_rank_steps(files[i], static_cast<int>(i)));
+    } catch (const tools::steps_error& e) {
+      throw input_error{files[i] + ": " + e.what()};
+    }
+    if (read.back().cut_line)
+      detail::print(err, "traceml: " + files[i] + ": its last line is cut (the rank stopped while writing it); left out\n");
+    if (read.back().steps.steps.empty())
+      throw input_error{files[i] + ": holds no step (an empty per-step file; a rank that recorded nothing is reported "
+                                   "missing when --world-size counts it)"};
+    if (i > 0) detail::check_same_run(read.front(), files.front(), read.back(), files[i]);
+  }
+  // The world size: given, else what the lines say, else one rank per file.
+  const int said = read.empty() ? 0 : read.front().world_size;
+  if (o.world_size != 0 && said != 0 && o.world_size != said)
+    throw input_error{"ranks: --world-size " + std::to_string(o.world_size) + ", but " + files.front() +
+                      " says its run had " + std::to_string(said) + " ranks"};
+  const int world_size = o.world_size != 0 ? o.world_size : said != 0 ? said : static_cast<int>(files.size());
   if (world_size < 1 || static_cast<std::size_t>(world_size) < files.size())
     throw input_error{"ranks: " + std::to_string(files.size()) + " files for a world size of " + std::to_string(world_size) +
                       " (one file per rank, rank 0 first)"};
   std::vector<rank_steps> got;
   std::map<int, std::string> file_of_rank;  // files whose lines say their rank may come in any order
   for (std::size_t i = 0; i < files.size(); ++i) {
-    try {
-      auto r = tools::read_rank_steps(files[i], static_cast<int>(i));
-      if (r.cut_line)
-        detail::print(err, "traceml: " + files[i] + ": its last line is cut (the rank stopped while writing it); left out\n");
+    {
+      auto& r = read[i];
       if (r.steps.rank >= world_size)
         throw input_error{files[i] + ": its lines say rank " + std::to_string(r.steps.rank) + ", beyond a world size of " +
                           std::to_string(world_size)};
@@ -194,8 +235,6 @@ inline int ranks(const options& o, std::ostream& out, std::ostream& err) {
         throw input_error{"ranks: " + at->second + " and " + files[i] + " are both rank " + std::to_string(r.steps.rank) +
                           (r.labelled ? " (as their lines say)" : "")};
       got.push_back(std::move(r.steps));
-    } catch (const tools::steps_error& e) {
-      throw input_error{files[i] + ": " + e.what()};
     }
   }
   rank_merge merged;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <traceml/ranks.hpp>
+#include <traceml/analysis/ranks.hpp>
 
 #include "input_file.hpp"
 
@@ -38,6 +38,20 @@ struct read_steps {
   /// The lines carry their rank (a profiler that knew it, rank_identity.hpp): steps.rank is theirs,
   /// not the one the caller assumed from the file's place.
   bool labelled = false;
+  /// What says which run the file belongs to (the same on every line, or the file is refused): the
+  /// run's name ("" where the lines have none), the world size its lines say (0: none), and each
+  /// step's micro-batches, in the order of steps.steps (the schedule: one run's ranks take the same).
+  std::string run;
+  int world_size = 0;
+  std::vector<int> microbatches;
+};
+
+/// What a step line says beside its times: its run, rank and world size (-1, 0: none), micro-batches.
+struct step_line_facts {
+  std::string run;
+  int rank = -1;
+  int world_size = 0;
+  int microbatches = 0;
 };
 
 /// The "rank" a step line carries (-1: none); throws steps_error when it is not a whole number >= 0.
@@ -50,8 +64,8 @@ inline int rank_of_line(const nlohmann::json& j) {
 }
 
 /// One step line; throws steps_error naming what is wrong. `rank`, when given, gets the line's
-/// "rank" (-1: none).
-inline rank_step parse_step_line(std::string_view text, int* rank = nullptr) {
+/// "rank" (-1: none); `facts`, when given, what else the line says of its run.
+inline rank_step parse_step_line(std::string_view text, int* rank = nullptr, step_line_facts* facts = nullptr) {
   if (const std::size_t at = too_deep_at(text); at != std::string_view::npos)
     throw steps_error(too_deep_text() + " (column " + std::to_string(at + 1) + ")");
   nlohmann::json j;
@@ -62,6 +76,23 @@ inline rank_step parse_step_line(std::string_view text, int* rank = nullptr) {
   }
   if (!j.is_object()) throw steps_error("not a step object");
   if (rank) *rank = rank_of_line(j);
+  if (facts) {
+    facts->rank = rank_of_line(j);
+    if (const auto run = j.find("run"); run != j.end()) {
+      if (!run->is_string()) throw steps_error("\"run\" is not a string");
+      facts->run = run->get<std::string>();
+    }
+    if (const auto w = j.find("world_size"); w != j.end()) {
+      if (!w->is_number_unsigned() || w->get<std::uint64_t>() < 1 || w->get<std::uint64_t>() > 1000000)
+        throw steps_error("\"world_size\" is not a whole number from 1 to 1000000");
+      facts->world_size = static_cast<int>(w->get<std::uint64_t>());
+    }
+    if (const auto m = j.find("microbatches"); m != j.end()) {
+      if (!m->is_number_unsigned() || m->get<std::uint64_t>() > 1000000000)
+        throw steps_error("\"microbatches\" is not a whole number >= 0");
+      facts->microbatches = static_cast<int>(m->get<std::uint64_t>());
+    }
+  }
   const auto step = j.find("step");
   const auto wall = j.find("wall_ms");
   // Bounded: a number beyond double's range (1e400) parses as infinity, and sums of absurd ones
@@ -104,8 +135,18 @@ class steps_parser {
     ++line_no_;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) return true;
     try {
-      int line_rank = -1;
-      const rank_step st = parse_step_line(line, &line_rank);
+      step_line_facts facts;
+      const rank_step st = parse_step_line(line, nullptr, &facts);
+      const int line_rank = facts.rank;
+      if (out_.steps.steps.empty()) {
+        out_.run = facts.run;
+        out_.world_size = facts.world_size;
+      } else if (facts.run != out_.run) {
+        throw steps_error("run \"" + facts.run + "\", where the lines before say run \"" + out_.run + "\"");
+      } else if (facts.world_size != out_.world_size) {
+        const auto said = [](int w) { return w ? "world size " + std::to_string(w) : std::string("no world size"); };
+        throw steps_error(said(facts.world_size) + ", where the lines before say " + said(out_.world_size));
+      }
       if (out_.steps.steps.empty() && line_rank >= 0) {
         out_.labelled = true;
         out_.steps.rank = line_rank;
@@ -116,6 +157,7 @@ class steps_parser {
                                           : "rank " + std::to_string(line_rank) + ", where the lines before say none");
       }
       out_.steps.steps.push_back(st);
+      out_.microbatches.push_back(facts.microbatches);
       lines_.push_back(line_no_);
     } catch (const steps_error& e) {
       if (last_without_newline) {

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <traceml/analysis/summary.hpp>
 #include <traceml/sinks/json_summary.hpp>
-#include <traceml/summary.hpp>
 
 #include "input_file.hpp"
 
@@ -123,9 +123,25 @@ class object_reader {
     if (name != to_string(k)) throw summary_error(at(key) + ": unknown phase kind \"" + name + "\"");
     return k;
   }
+  /// A time in milliseconds, which cannot be negative (a file edited or written by something else:
+  /// "runs[0].summary.step_ms.median: -5 is impossible for a time"); null reads as NaN.
+  double time_ms(const char* key) const {
+    const double v = number(key);
+    if (v < 0) throw summary_error(at(key) + ": " + get(key).dump() + " is impossible for a time (milliseconds, at least 0)");
+    return v;
+  }
+  /// A share of a whole, in [0, 1] (the tables show it as 0..100%); null reads as NaN.
+  double share(const char* key) const {
+    const double v = number(key);
+    if (v < 0 || v > 1 + 1e-9)
+      throw summary_error(at(key) + ": " + get(key).dump() + " is impossible for a share (0 to 1, shown as 0..100%)");
+    return v;
+  }
+  /// A share that may not have been measured: null reads back as -1.
+  double measured_share(const char* key) const { return get(key).is_null() ? -1 : share(key); }
   /// Milliseconds back to the nanoseconds they were written from (exact: the writer's text
-  /// round-trips the double, and ns / 1e6 * 1e6 rounds back to ns).
-  std::int64_t ns(const char* key) const { return std::llround(number(key) * 1e6); }
+  /// round-trips the double, and ns / 1e6 * 1e6 rounds back to ns); a negative time is refused.
+  std::int64_t ns(const char* key) const { return std::llround(time_ms(key) * 1e6); }
   /// A figure that may not have been measured: the writer's null reads back as -1.
   double measured(const char* key) const { return get(key).is_null() ? -1 : number(key); }
 
@@ -142,16 +158,19 @@ class object_reader {
   std::string path_;
 };
 
-inline summary_stats read_stats(const object_reader& r) {
+/// Statistics of a time (milliseconds): none of them can be negative (`times` false: a difference
+/// of times, the residual, which rounding may take below 0).
+inline summary_stats read_stats(const object_reader& r, bool times = true) {
+  const auto value = [&](const char* key) { return times ? r.time_ms(key) : r.number(key); };
   summary_stats s;
   s.count = r.size("count");
-  s.median = r.number("median");
-  s.mean = r.number("mean");
-  s.min = r.number("min");
-  s.max = r.number("max");
-  s.p10 = r.number("p10");
-  s.p90 = r.number("p90");
-  s.stddev = r.number("stddev");
+  s.median = value("median");
+  s.mean = value("mean");
+  s.min = value("min");
+  s.max = value("max");
+  s.p10 = value("p10");
+  s.p90 = value("p90");
+  s.stddev = r.time_ms("stddev");
   s.quantile_error = r.number("quantile_error");
   return s;
 }
@@ -179,15 +198,15 @@ inline counter_facts read_counter_facts(const object_reader& r) {
   c.covered_ns = r.ns("covered_ms");
   if (c.covered_ns <= 0) throw summary_error(r.at("covered_ms") + ": counters written, but no time covered");
   c.samples = static_cast<std::uint32_t>(r.count("samples"));
-  c.busy_ns = sum_for_share(r.number("busy_share"), c.covered_ns);
-  c.sm_active_ns = sum_for_share(r.number("sm_active_share"), c.covered_ns);
+  c.busy_ns = sum_for_share(r.share("busy_share"), c.covered_ns);
+  c.sm_active_ns = sum_for_share(r.share("sm_active_share"), c.covered_ns);
   if (r.has("tensor_share")) {
     c.tensor_covered_ns = c.covered_ns;
-    c.tensor_ns = sum_for_share(r.number("tensor_share"), c.covered_ns);
+    c.tensor_ns = sum_for_share(r.share("tensor_share"), c.covered_ns);
   }
   if (r.has("dram_share")) {
     c.dram_covered_ns = c.covered_ns;
-    c.dram_ns = sum_for_share(r.number("dram_share"), c.covered_ns);
+    c.dram_ns = sum_for_share(r.share("dram_share"), c.covered_ns);
   }
   return c;
 }
@@ -220,12 +239,12 @@ inline kernel_summary read_kernel_summary(const object_reader& r) {
   k.kernel_ms = read_stats(r.object("kernel_ms"));
   k.busy_ms = read_stats(r.object("busy_ms"));
   k.idle_ms = read_stats(r.object("idle_ms"));
-  k.busy_share = r.number("busy_share");
-  k.idle_share = r.number("idle_share");
+  k.busy_share = r.share("busy_share");
+  k.idle_share = r.share("idle_share");
   k.kernels_per_step = r.number("kernels_per_step");
   k.kernels_per_microbatch = r.number("kernels_per_microbatch");
   k.mean_kernel_us = r.number("mean_kernel_us");
-  if (r.has("hidden_share")) k.hidden_share = r.number("hidden_share");  // written since schema 3 gained it
+  if (r.has("hidden_share")) k.hidden_share = r.share("hidden_share");  // written since schema 3 gained it
   r.each("top_kernels", [&](const object_reader& t) {
     k.top_kernels.push_back(kernel_figure{t.text("name"), t.count("launches"), t.number("launches_per_step"),
                                           t.number("ms_per_step"), t.number("mean_us")});
@@ -239,18 +258,18 @@ inline counter_summary read_counter_summary(const object_reader& r) {
   c.window_ms = read_stats(r.object("window_ms"));
   c.busy_ms = read_stats(r.object("busy_ms"));
   c.idle_ms = read_stats(r.object("idle_ms"));
-  c.busy_share = r.number("busy_share");
-  c.sm_active_share = r.number("sm_active_share");
-  c.tensor_share = r.measured("tensor_share");
-  c.dram_share = r.measured("dram_share");
-  c.coverage = r.number("coverage");
+  c.busy_share = r.share("busy_share");
+  c.sm_active_share = r.share("sm_active_share");
+  c.tensor_share = r.measured_share("tensor_share");
+  c.dram_share = r.measured_share("dram_share");
+  c.coverage = r.share("coverage");
   c.samples_per_step = r.number("samples_per_step");
   const auto a = r.object("agreement_on_recorded");
   c.recorded_steps = a.size("steps");
-  c.recorded_counter_busy_share = a.measured("counters_busy_share");
-  c.recorded_kernel_busy_share = a.measured("kernel_records_busy_share");
+  c.recorded_counter_busy_share = a.measured_share("counters_busy_share");
+  c.recorded_kernel_busy_share = a.measured_share("kernel_records_busy_share");
   // Absent from summaries written before the records were modelled as counted: not modelled.
-  if (a.has("kernel_records_as_counted_share")) c.recorded_counted_share = a.measured("kernel_records_as_counted_share");
+  if (a.has("kernel_records_as_counted_share")) c.recorded_counted_share = a.measured_share("kernel_records_as_counted_share");
   return c;
 }
 
@@ -282,11 +301,11 @@ inline step_gpu_report read_step_gpu(const object_reader& r, std::int32_t step) 
 inline step_result read_step(const object_reader& r) {
   step_result st;
   st.step = static_cast<std::int32_t>(r.integer("step"));
-  st.wall_ms = r.number("wall_ms");
+  st.wall_ms = r.time_ms("wall_ms");
   st.residual_ms = r.number("residual_ms");
   st.microbatches = static_cast<int>(r.integer("microbatches"));
   r.each("phases", [&](const object_reader& p) {
-    st.phases.push_back(phase_time{p.kind("kind"), p.text("name"), p.number("wall_ms"),
+    st.phases.push_back(phase_time{p.kind("kind"), p.text("name"), p.time_ms("wall_ms"),
                                    static_cast<int>(p.integer("count")), p.flag("top_level")});
   });
   if (r.has("gpu")) st.gpu = read_step_gpu(r.object("gpu"), st.step);
@@ -299,7 +318,8 @@ inline phase_summary read_phase_summary(const object_reader& r, bool counter_fie
   p.kind = r.kind("kind");
   p.name = r.text("name");
   p.top_level = r.flag("top_level");
-  p.share = r.number("share");
+  p.share = r.number("share");  // of the step's mean: over 1 for a phase of several threads at once
+  if (p.share < 0) throw summary_error(r.at("share") + ": " + r.get("share").dump() + " is impossible for a share (at least 0)");
   p.wall_ms = read_stats(r.object("wall_ms"));
   p.gpu_ms = read_optional_stats(r, "gpu_ms");
   if (r.has("kernels")) p.kernels = read_kernel_summary(r.object("kernels"));
@@ -320,7 +340,7 @@ inline run_summary read_run_summary(const object_reader& r, bool counter_fields)
   s.warmup_steps = r.size("warmup_steps");
   if (s.warmup_steps > s.steps) throw summary_error(r.at("warmup_steps") + ": more warm-up steps than steps");
   s.step_ms = read_stats(r.object("step_ms"));
-  s.residual_ms = read_stats(r.object("residual_ms"));
+  s.residual_ms = read_stats(r.object("residual_ms"), false);
   s.tokens_per_s = r.number("tokens_per_s");
   s.samples_per_s = r.number("samples_per_s");
   r.each("phases", [&](const object_reader& p) { s.phases.push_back(read_phase_summary(p, counter_fields)); });
@@ -376,8 +396,8 @@ inline run_result read_run(const object_reader& r, bool counter_fields) {
   run.summary = read_run_summary(r.object("summary"), counter_fields);
   r.each("timeline", [&](const object_reader& b) {
     run.summary.timeline.push_back(step_bucket{static_cast<std::int32_t>(b.integer("first_step")),
-                                               static_cast<std::uint32_t>(b.count("steps")), b.number("mean_ms"),
-                                               b.number("min_ms"), b.number("max_ms")});
+                                               static_cast<std::uint32_t>(b.count("steps")), b.time_ms("mean_ms"),
+                                               b.time_ms("min_ms"), b.time_ms("max_ms")});
     // Not written: the run's total wall time, which the timeline holds bucket by bucket.
     run.summary.total_wall_ms += run.summary.timeline.back().mean_ms * run.summary.timeline.back().steps;
   });

@@ -8,6 +8,7 @@
 //   traceml ranks r0_steps.jsonl r1_steps.jsonl [--world-size 4] [--warmup 5]
 //                                                       the ranks of a data-parallel run: slowest
 //                                                       rank, skew, who waited for whom
+//   traceml --version                                   "traceml 0.1.0"
 //
 // Exit status: 0 done; 1 an output could not be written; 2 a usage error or an input that is not a
 // readable traceml summary (one line on stderr: "traceml: FILE: problem"), or any other failure,
@@ -24,6 +25,8 @@
 #include <iostream>
 #include <new>
 #include <string>
+
+#include <traceml/config.hpp>
 
 #include "commands.hpp"
 
@@ -54,6 +57,7 @@ int parse_and_run(int argc, char** argv) {
   namespace cli = traceml::cli;
   CLI::App app{"traceml: look at and compare saved runs (JSON summaries, schema traceml.summary/3)."};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("traceml ") + TRACEML_VERSION_STRING);
   cli::options o;
 
   auto* show_cmd = app.add_subcommand("show", "print the table of each run in the files, as the profiler printed it");
@@ -82,11 +86,25 @@ int parse_and_run(int argc, char** argv) {
   ranks_cmd->add_option("--warmup", warmup, "leading steps (numbered below this) left out")
       ->check(CLI::Range(0, 1000000000))->capture_default_str();
 
+  // A first argument that is neither an option nor a subcommand is named (CLI11 would only say that a
+  // subcommand is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string first = argv[1];
+    bool known = false;
+    for (const auto* sub : {show_cmd, compare_cmd, html_cmd, ranks_cmd}) known = known || sub->check_name(first);
+    if (!known) {
+      std::fprintf(stderr, "traceml: unknown subcommand '%s' (the subcommands: show, compare, html, ranks; traceml --help)\n",
+                   traceml::detail::printable(first).c_str());
+      return cli::exit_input;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line, like every other input problem (CLI11's own exit codes would say nothing to a script).

@@ -238,3 +238,6 @@ TRACEML_END_NAMESPACE
 #define TRACEML_PHASE_TAG(tag) static_cast<void>(0)
 #define TRACEML_PHASE_NAMED(name) static_cast<void>(0)
 #endif
+
+// traceml::steps(loader): the loop's own range-based for as the steps (steps.hpp).
+#include "traceml/steps.hpp"

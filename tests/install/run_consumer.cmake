@@ -6,7 +6,8 @@
 #   [-DCXX_COMPILER=<compiler>]
 # install:      configure a fresh, minimal traceml build (no tests, examples, benchmarks, nor optional
 #               parts: the package finds those at the consumer's configure time), install it into
-#               PREFIX, check what it placed.
+#               PREFIX without building anything (the traceml command skipped with a note), check
+#               what it placed, then build the command and install again (bin/traceml placed).
 # package:      build the consumer with find_package(traceml) from PREFIX.
 # subdirectory: build the consumer with add_subdirectory(<traceml source>).
 # PART readme builds the README's GPU snippet, taken from between its snippet:gpu markers.
@@ -56,10 +57,23 @@ if(MODE STREQUAL "install")
   step("configure traceml" ${CMAKE_COMMAND} -S "${TRACEML_SOURCE_DIR}" -B "${WORK_DIR}/traceml-build"
        ${generator_args} ${compiler_args} -DTRACEML_BUILD_TESTS=OFF -DTRACEML_BUILD_EXAMPLES=OFF
        -DTRACEML_BUILD_BENCHMARKS=OFF -DTRACEML_WITH_NVTX=OFF -DTRACEML_WITH_CUDA=OFF -DTRACEML_WITH_TORCH=OFF)
-  step("build traceml" ${CMAKE_COMMAND} --build "${WORK_DIR}/traceml-build")
-  step("install traceml" ${CMAKE_COMMAND} --install "${WORK_DIR}/traceml-build" --prefix "${PREFIX}")
+  # Header-only: installed right after configuring, without a build. The traceml command (when this
+  # machine has what it needs) is then not built: skipped with a note, and installed once built.
+  step("install traceml without building it" ${CMAKE_COMMAND} --install "${WORK_DIR}/traceml-build" --prefix "${PREFIX}")
+  set(cli_target "")
+  if(EXISTS "${WORK_DIR}/traceml-build/tools")
+    set(cli_target traceml_cli)
+    string(REGEX REPLACE "[\n ]+" " " said "${step_output}")
+    if(NOT said MATCHES "traceml: the traceml command is not built, so not installed \\(to install it too: cmake --build <build folder> --target traceml_cli, then install again\\)")
+      message(FATAL_ERROR "install before a build did not say that the traceml command was skipped:\n${step_output}")
+    endif()
+    if(EXISTS "${PREFIX}/bin/traceml")
+      message(FATAL_ERROR "install before a build placed a traceml command")
+    endif()
+  endif()
   foreach(f include/traceml/traceml.hpp include/traceml/phase.hpp include/traceml/detail/recorder.hpp
-            include/traceml/gpu/cupti_source.hpp include/traceml/torch_adapter.hpp)
+            include/traceml/gpu/cupti_source.hpp include/traceml/gpu/source_factory.hpp
+            include/traceml/analysis/summary.hpp include/traceml/torch_adapter.hpp)
     if(NOT EXISTS "${PREFIX}/${f}")
       message(FATAL_ERROR "install did not place ${f}")
     endif()
@@ -79,6 +93,13 @@ if(MODE STREQUAL "install")
       endif()
     endforeach()
   endforeach()
+  if(cli_target)
+    step("build the traceml command" ${CMAKE_COMMAND} --build "${WORK_DIR}/traceml-build" --target traceml_cli)
+    step("install traceml with the command" ${CMAKE_COMMAND} --install "${WORK_DIR}/traceml-build" --prefix "${PREFIX}")
+    if(NOT EXISTS "${PREFIX}/bin/traceml")
+      message(FATAL_ERROR "install after building the traceml command did not place bin/traceml:\n${step_output}")
+    endif()
+  endif()
   message(STATUS "installed traceml into ${PREFIX}")
   return()
 endif()

@@ -4,12 +4,13 @@
 // names printed with their control characters escaped.
 #include <catch2/catch.hpp>
 
-#include <traceml/run_accumulator.hpp>
+#include <traceml/analysis/run_accumulator.hpp>
 #include <traceml/sinks/json_summary.hpp>
 #include <traceml/sinks/report_table.hpp>
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 
 #include "mixed_run.hpp"
@@ -252,6 +253,26 @@ TEST_CASE("a file that is not a traceml summary is one error naming the problem"
           "runs[0].steps[0].gpu.counters: missing \"covered_ms\"");
     CHECK(message_of("{\"schema\":\"traceml.summary/3\",\"traceml_version\":\"0.1.0\"}") == "missing \"runs\"");
   }
+  SECTION("an impossible value: what and where (a negative time, a share outside [0, 1])") {
+    using ojson = nlohmann::ordered_json;
+    const auto with = [&](const std::function<void(ojson&)>& edit) {
+      ojson j = ojson::parse(good);
+      edit(j);
+      return message_of(j.dump());
+    };
+    CHECK(with([](ojson& j) { j["runs"][0]["summary"]["step_ms"]["median"] = -5; }) ==
+          "runs[0].summary.step_ms.median: -5 is impossible for a time (milliseconds, at least 0)");
+    CHECK(with([](ojson& j) { j["runs"][0]["steps"][0]["phases"][0]["wall_ms"] = -0.25; }) ==
+          "runs[0].steps[0].phases[0].wall_ms: -0.25 is impossible for a time (milliseconds, at least 0)");
+    CHECK(with([](ojson& j) { j["runs"][0]["summary"]["phases"][1]["kernels"]["busy_share"] = 1.5; }) ==
+          "runs[0].summary.phases[1].kernels.busy_share: 1.5 is impossible for a share (0 to 1, shown as 0..100%)");
+    CHECK(with([](ojson& j) { j["runs"][0]["summary"]["gpu"]["step_counters"]["coverage"] = -0.5; }) ==
+          "runs[0].summary.gpu.step_counters.coverage: -0.5 is impossible for a share (0 to 1, shown as 0..100%)");
+    CHECK(with([](ojson& j) { j["runs"][0]["summary"]["phases"][0]["share"] = -0.1; }) ==
+          "runs[0].summary.phases[0].share: -0.1 is impossible for a share (at least 0)");
+    // A residual is a difference of times: slightly below 0 is not refused.
+    CHECK(with([](ojson& j) { j["runs"][0]["summary"]["residual_ms"]["min"] = -0.001; }) == "(no error)");
+  }
   SECTION("a file that cannot be opened: the system's reason") {
     try {
       tools::read_summary_file("no/such/dir/summary.json");
@@ -296,6 +317,28 @@ TEST_CASE("JSON nested too deep is refused before it is parsed", "[reader][limit
   } catch (const summary_error& e) {
     CHECK(std::string(e.what()) == "nested deeper than 128 levels (line 2, column 140)");
   }
+}
+
+TEST_CASE("a rank's file says its run: one run name and world size on every line, and each step's micro-batches", "[reader][steps]") {
+  const auto read = tools::parse_rank_steps(
+      "{\"run\":\"a\",\"rank\":1,\"world_size\":2,\"step\":0,\"wall_ms\":1,\"microbatches\":4}\n"
+      "{\"run\":\"a\",\"rank\":1,\"world_size\":2,\"step\":1,\"wall_ms\":1,\"microbatches\":2}\n", 0);
+  CHECK(read.run == "a");
+  CHECK(read.world_size == 2);
+  CHECK(read.steps.rank == 1);
+  CHECK(read.microbatches == std::vector<int>{4, 2});
+  const auto error_of = [](const std::string& text) {
+    try {
+      tools::parse_rank_steps(text, 0);
+    } catch (const tools::steps_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(error_of("{\"run\":\"a\",\"step\":0,\"wall_ms\":1}\n{\"run\":\"b\",\"step\":1,\"wall_ms\":1}\n") ==
+        "line 2: run \"b\", where the lines before say run \"a\"");
+  CHECK(error_of("{\"rank\":0,\"world_size\":2,\"step\":0,\"wall_ms\":1}\n{\"rank\":0,\"step\":1,\"wall_ms\":1}\n") ==
+        "line 2: no world size, where the lines before say world size 2");
 }
 
 TEST_CASE("a step number twice in a rank's file is an error naming both lines", "[reader][steps]") {

@@ -279,14 +279,11 @@ inline void notify_end(recorder_state& R, const span_record& r) noexcept {
   if (r.kind == phase_kind::step) o->on_step_end(r);
 }
 
-/// Cost: a clock read, an NVTX pop and a 40-byte record written in place into this thread's ring
-/// (fields stored straight into the slot: a record built aside and copied made the CPU stall on
-/// store forwarding), plus the observer's calls when one is set (a step's end: the profiler's drain).
-/// The room a record may take (thread_ring::room_for) is set in the branches on its kind that the
-/// scope takes anyway: no compare more than a ring without a reserve.
-inline void end_span(open_span& s) noexcept {
-  if (!s.active) return;
-  const std::int64_t end = now_ns();
+/// end_span's work for an active span that ended at `end` (end_span and end_span_at below).
+#if defined(__GNUC__)
+__attribute__((always_inline))  // on every scope's path: one body, no call
+#endif
+inline void end_span_record(open_span& s, std::int64_t end) noexcept {
   auto& R = recorder();
   nvtx_pop();
   std::uint64_t room;
@@ -315,6 +312,23 @@ inline void end_span(open_span& s) noexcept {
   // Only now may the next step begin: a step opened on another thread meanwhile, then closed, would
   // have drained this step's records before the profiler summarized this step.
   if (s.kind == phase_kind::step) R.step.store(-1, std::memory_order_relaxed);
+}
+
+/// Cost: a clock read, an NVTX pop and a 40-byte record written in place into this thread's ring
+/// (fields stored straight into the slot: a record built aside and copied made the CPU stall on
+/// store forwarding), plus the observer's calls when one is set (a step's end: the profiler's drain).
+/// The room a record may take (thread_ring::room_for) is set in the branches on its kind that the
+/// scope takes anyway: no compare more than a ring without a reserve.
+inline void end_span(open_span& s) noexcept {
+  if (!s.active) return;
+  end_span_record(s, now_ns());
+}
+
+/// As end_span, with an end time the caller read earlier (traceml::steps ends a fetch's phase when
+/// its fetch returned, and a step when the fetch that found the range's end began).
+inline void end_span_at(open_span& s, std::int64_t end) noexcept {
+  if (!s.active) return;
+  end_span_record(s, end);
 }
 TRACEML_END_MODE_NAMESPACE
 
