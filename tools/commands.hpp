@@ -8,12 +8,15 @@
 //
 // run() never throws: every failure is one line on `err`, "traceml: FILE: problem" for an input
 // that is not what it should be, "traceml: SUBCOMMAND: what" for anything else (out of memory
-// included), with exit status 2 (1: an output file could not be written). Everything written to
-// `out` and `err` passes through detail::printable(): names and messages quote what the files hold,
-// and a control character there must not reach the terminal.
+// included), with exit status 2 (1: an output file could not be written; 3: compare --fail-if-slower
+// found a new run slower than the base). Everything written to `out` and `err` passes through
+// detail::printable(): names and messages quote what the files hold, and a control character there
+// must not reach the terminal.
 #pragma once
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -26,8 +29,10 @@
 
 #include <traceml/analysis/compare.hpp>
 #include <traceml/analysis/ranks.hpp>
+#include <traceml/analysis/regression_gate.hpp>
 #include <traceml/sinks/comparison_json.hpp>
 #include <traceml/sinks/comparison_table.hpp>
+#include <traceml/sinks/gate_words.hpp>
 #include <traceml/sinks/html_report.hpp>
 #include <traceml/sinks/report_table.hpp>
 
@@ -37,6 +42,8 @@
 namespace traceml::cli {
 
 inline constexpr int exit_ok = 0, exit_output = 1, exit_input = 2;
+/// compare --fail-if-slower: a new run is slower than the base beyond the tolerance and the noise.
+inline constexpr int exit_slower = 3;
 
 enum class command { show, compare, html, ranks };
 
@@ -57,6 +64,8 @@ struct options {
   std::string html_path;                  ///< html -o
   std::string title = "traceml report";   ///< html --title
   bool group_repeats = false;             ///< compare, html --group-repeats
+  bool gate = false;                      ///< compare --fail-if-slower given
+  std::string fail_if_slower;             ///< its PCT, as typed (checked by gate_tolerance)
   int world_size = 0;                     ///< ranks --world-size (0: the number of files)
   std::size_t warmup = 0;                 ///< ranks --warmup
 };
@@ -150,8 +159,56 @@ inline int show(const options& o, std::ostream& out, std::ostream& /*err*/) {
   return exit_ok;
 }
 
+namespace detail {
+/// The PCT of --fail-if-slower ("5", "2.5", "5%") as a share (0.05); anything else, a negative or
+/// non-finite number included, is an input error that says what was given.
+inline double gate_tolerance(const std::string& text) {
+  std::string t = text;
+  if (!t.empty() && t.back() == '%') t.pop_back();
+  const bool digits = !t.empty() && std::count(t.begin(), t.end(), '.') <= 1 && t != "." &&
+                      std::all_of(t.begin(), t.end(), [](char ch) { return (ch >= '0' && ch <= '9') || ch == '.'; });
+  const double v = digits ? std::strtod(t.c_str(), nullptr) : -1;  // digits and one '.': no locale, no sign
+  if (!digits || !std::isfinite(v))
+    throw input_error{"compare: --fail-if-slower wants a percentage >= 0 (as 5 or 2.5), not '" + text + "'"};
+  return v / 100;
+}
+
+/// The one run of a file the gate compares; a file of several runs, or of none measured, is refused.
+inline run_result gate_run(const std::string& file) {
+  auto runs = load({file});
+  if (runs.size() != 1)
+    throw input_error{file + ": holds " + std::to_string(runs.size()) +
+                      " runs; --fail-if-slower compares one run per file (the base first, then each new run)"};
+  if (runs.front().run.summary.step_ms.count == 0 || runs.front().run.summary.step_ms.median <= 0)
+    throw input_error{file + ": has no measured steps, so --fail-if-slower has nothing to compare"};
+  return std::move(runs.front().run);
+}
+}  // namespace detail
+
+/// traceml compare --fail-if-slower PCT BASE NEW...: the comparison of all the runs, then one line per
+/// new run against the base (analysis/regression_gate.hpp, sinks/gate_words.hpp); exit status 3 when
+/// any new run is slower beyond PCT and beyond the runs' noise, 0 otherwise.
+inline int gate(const options& o, std::ostream& out, std::ostream& err) {
+  const double tolerance = detail::gate_tolerance(o.fail_if_slower);
+  if (o.files.size() < 2)
+    throw input_error{"compare: --fail-if-slower needs a base summary and at least one new one (BASE NEW...)"};
+  std::vector<detail::loaded_run> runs;
+  for (const auto& f : o.files) runs.push_back({detail::gate_run(f), f});
+  const auto c = compare_runs(detail::columns(runs, o.files, false));
+  detail::print(out, format_comparison_table(c.runs) + "\n" + c.explanation + "\n");
+  if (!o.json_path.empty() && !detail::write_file(o.json_path, comparison_json(c), err)) return exit_output;
+  bool slower = false;
+  for (std::size_t i = 1; i < runs.size(); ++i) {
+    const auto g = regression_gate(runs.front().run.summary, runs[i].run.summary, tolerance);
+    slower = slower || g.outcome == gate_outcome::slower;
+    detail::print(out, gate_line(g, o.files.front(), o.files[i]));
+  }
+  return slower ? exit_slower : exit_ok;
+}
+
 /// traceml compare: the runs side by side, and why the slowest is slower.
 inline int compare(const options& o, std::ostream& out, std::ostream& err) {
+  if (o.gate) return gate(o, out, err);
   const auto runs = detail::load(o.files);
   auto cols = detail::columns(runs, o.files, o.group_repeats);
   if (cols.size() < 2)
@@ -247,8 +304,8 @@ inline int ranks(const options& o, std::ostream& out, std::ostream& err) {
   return exit_ok;
 }
 
-/// Runs one subcommand; never throws. Exit status 0, 1 (an output not written) or 2 (anything else,
-/// with one line on `err`).
+/// Runs one subcommand; never throws. Exit status 0, 1 (an output not written), 2 (anything else,
+/// with one line on `err`) or 3 (compare --fail-if-slower: a new run is slower).
 inline int run(command c, const options& o, std::ostream& out, std::ostream& err) noexcept {
   const char* name = command_name(c);
   // Written without building a string, which might need the memory that just ran out.

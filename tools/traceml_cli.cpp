@@ -4,13 +4,18 @@
 //   traceml show mlp_summary.json                       the terminal table of each run in the file
 //   traceml compare a/mlp_summary.json b/mlp_summary.json [--json comparison.json]
 //                                                       side by side, and why the slowest is slower
+//   traceml compare --fail-if-slower 5 base.json new.json [new2.json ...]
+//                                                       the same, then a line per new run against the
+//                                                       base; exit status 3 when one is slower by more
+//                                                       than 5% and beyond the runs' noise (a CI gate)
 //   traceml html a.json b.json -o report.html           the HTML report (with the explanation)
 //   traceml ranks r0_steps.jsonl r1_steps.jsonl [--world-size 4] [--warmup 5]
 //                                                       the ranks of a data-parallel run: slowest
 //                                                       rank, skew, who waited for whom
 //   traceml --version                                   "traceml 0.1.0"
 //
-// Exit status: 0 done; 1 an output could not be written; 2 a usage error or an input that is not a
+// Exit status: 0 done; 1 an output could not be written; 3 compare --fail-if-slower found a new run
+// slower than the base; 2 a usage error or an input that is not a
 // readable traceml summary (one line on stderr: "traceml: FILE: problem"), or any other failure,
 // out of memory included ("traceml: SUBCOMMAND: what"). Inputs must be regular files of bounded size
 // and nesting (tools/input_file.hpp); names are printed with control characters escaped. The
@@ -67,7 +72,14 @@ int parse_and_run(int argc, char** argv) {
       "compare", "the runs side by side, and why the slowest is slower than the fastest (or that the difference is noise)");
   compare_cmd->add_option("files", o.files, "JSON summaries (every run in them is a column)")->required();
   compare_cmd->add_option("--json", o.json_path, "also write the comparison object (docs/json-schema.md) to this file");
-  compare_cmd->add_flag("--group-repeats", o.group_repeats, "runs named NAME#1, NAME#2, ... are repeats of one column NAME");
+  auto* group_compare =
+      compare_cmd->add_flag("--group-repeats", o.group_repeats, "runs named NAME#1, NAME#2, ... are repeats of one column NAME");
+  compare_cmd
+      ->add_option("--fail-if-slower", o.fail_if_slower,
+                   "PCT: the first file is the base, each other file a new run; exit status 3 when a new run's median "
+                   "step is slower than the base's by more than PCT percent and beyond the runs' noise, 0 otherwise "
+                   "(one file, one run)")
+      ->excludes(group_compare);
 
   auto* html_cmd = app.add_subcommand("html", "write the HTML report of the runs (several: compared, with the explanation)");
   html_cmd->add_option("files", o.files, "JSON summaries")->required();
@@ -112,6 +124,7 @@ int parse_and_run(int argc, char** argv) {
     return cli::exit_input;
   }
 
+  o.gate = compare_cmd->count("--fail-if-slower") > 0;
   o.world_size = world_size;
   o.warmup = static_cast<std::size_t>(warmup);
   const cli::command c = show_cmd->parsed()      ? cli::command::show

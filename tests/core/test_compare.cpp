@@ -448,10 +448,11 @@ TEST_CASE("a run without measured steps is named, not compared", "[compare]") {
   }
 }
 
-TEST_CASE("a difference within the runs' noise is said to be noise, not explained", "[compare][noise]") {
-  // a: steps 10..19 ms (median 14.5, p10 10.9, p90 18.1).
+TEST_CASE("a difference within the runs' noise is said to be noise first, then split", "[compare][noise]") {
+  // a: steps 10..19 ms (median 14.5, p10 10.9, p90 18.1), in that order: its step time drifts
+  // (second half 15..19, mean 17, over the first's 12: 1.42x), so a is unstable too.
   const auto a = cpu_run("a", ramp(9));
-  SECTION("p10..p90 overlap: not explained") {
+  SECTION("p10..p90 overlap: said first, then the split") {
     // b: 10.5..19.5 ms (median 15.0, p10 11.4, p90 18.6).
     const auto c = compare_two(a, cpu_run("b", ramp(9.5)));
     REQUIRE(c.gap);
@@ -461,9 +462,21 @@ TEST_CASE("a difference within the runs' noise is said to be noise, not explaine
     CHECK(c.gap->noise.median_gap_pct == Approx(100 * 0.5 / 14.5));
     CHECK(c.gap->noise.slow_lo_ms == Approx(11.4));
     CHECK(c.gap->noise.fast_hi_ms == Approx(18.1));
-    CHECK(c.explanation ==
-          "Why b is slower than a: the difference (+0.5 ms, +3.4% in median step time) is within the runs' noise "
-          "(p10..p90 of step time: b 11.4..18.6 ms, a 10.9..18.1 ms overlap): not explained.\n");
+    REQUIRE(c.gap->slow_unstable);
+    REQUIRE(c.gap->fast_unstable);
+    CHECK(c.gap->fast_unstable->why_unstable == instability::drift);
+    // b: 10.5..19.5 ms, halves 12.5 and 17.5: 1.40x.
+    CHECK(c.explanation.rfind(
+              "Noise: the difference (+0.5 ms, +3.4% in median step time) is within the runs' noise (p10..p90 of step "
+              "time: b 11.4..18.6 ms, a 10.9..18.1 ms overlap), so the split below may be noise, not a difference.\n"
+              "Unstable: b's step time drifts (the second half's mean step is 1.40x the first half's), so its means may "
+              "not hold for another run, nor the split below.\n"
+              "Unstable: a's step time drifts (the second half's mean step is 1.42x the first half's), so its means may "
+              "not hold for another run, nor the split below.\n"
+              "Why b is slower than a: +0.5 ms per step (means over 10 and 10 steps without kernel records), of which\n",
+              0) == 0);
+    CHECK(contains(c.explanation, "  - everything else (data loading, other phases, host time outside the "
+                                  "forward/backward/optimizer wall times): +0.0 ms (0%)\n"));
   }
   SECTION("p10..p90 apart: explained") {
     // b: 20..29 ms: p10 20.9 above a's p90 18.1.
@@ -489,6 +502,28 @@ TEST_CASE("a difference within the runs' noise is said to be noise, not explaine
     CHECK_FALSE(apart.gap->noise.within);
     CHECK(contains(apart.explanation, "per step (means over"));
   }
+}
+
+TEST_CASE("an unstable run is said to be so before the split, a steady one is not", "[compare][noise]") {
+  // a: 10 steps of 11 ms, steady. b: 12 steps of 20 and 40 ms (1 ms residual), each half of the run
+  // three of each (no drift): two groups, 50% of the steps in the smaller; p10..p90 20..40 ms, apart
+  // from a's 11..11, so no noise line.
+  const auto a = cpu_run("a", std::vector<double>(10, 10.0));
+  const auto b = cpu_run("b", {19, 39, 39, 19, 19, 39, 39, 19, 19, 39, 39, 19});
+  const auto c = compare_two(a, b);
+  REQUIRE(c.gap);
+  CHECK_FALSE(c.gap->noise.within);
+  CHECK_FALSE(c.gap->fast_unstable);
+  REQUIRE(c.gap->slow_unstable);
+  CHECK(c.gap->slow_unstable->why_unstable == instability::bimodal);
+  CHECK(c.explanation.rfind("Unstable: b's steps fall into two groups (20.0 and 40.0 ms, the smaller one 50% of the "
+                            "steps), so its means may not hold for another run, nor the split below.\n"
+                            "Why b is slower than a: +19.0 ms per step (means over 12 and 10 steps",
+                            0) == 0);
+  CHECK_FALSE(contains(c.explanation, "Noise:"));
+  // Steady runs apart: the explanation starts with the split, as before.
+  const auto steady = compare_two(a, cpu_run("b", std::vector<double>(10, 20.0)));
+  CHECK(steady.explanation.rfind("Why b is slower than a: +10.0 ms per step", 0) == 0);
 }
 
 TEST_CASE("the comparison object carries the columns, the gap with its noise check, and the explanation", "[compare][json]") {

@@ -18,8 +18,9 @@
 // where both runs have them, else from the recorded steps (kernel durations do not change when
 // CUPTI's host-side cost is added), idle = window - busy. The parts add up to the gap
 // exactly, whatever number of steps was recorded. A gap inside the runs' noise (their p10..p90
-// step-time ranges overlap, or with repeats the ranges of their medians) is said to be noise and not
-// explained. Every number comes from the run summaries; this header picks, subtracts and words: the
+// step-time ranges overlap, or with repeats the ranges of their medians), or a run whose step time is
+// unstable (analysis/verdicts.hpp: drift, two groups, a wide spread), is said to be so first, before
+// the split, which may then be noise rather than a difference. Every number comes from the run summaries; this header picks, subtracts and words: the
 // explanation is part of a comparison (comparison::explanation, which the sweep's recommendation
 // quotes), so it is built here, its numbers formatted by detail/format.hpp; the sinks
 // (comparison_table.hpp, comparison_json.hpp) only lay the comparison out.
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "traceml/analysis/summary.hpp"
+#include "traceml/analysis/verdicts.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/format.hpp"
 #include "traceml/gpu/gpu_facts.hpp"
@@ -91,6 +93,10 @@ struct compared_run {
   std::int64_t peak_allocated_bytes = -1;
   double tokens_per_s = 0;
   double ratio_to_fastest = 0;     ///< median step / the fastest column's; 0 without measured steps
+  /// The `unstable` verdict (analysis/verdicts.hpp) of the first repeat that has one: its step time
+  /// drifts, falls into two groups or spreads widely, so its means and median may not hold for
+  /// another run; the explanation says so before it splits a gap.
+  std::optional<verdict> unstable;
 
   bool kernels() const noexcept { return recorded_steps > 0; }
   bool counters() const noexcept { return sampled_steps > 0; }
@@ -223,6 +229,11 @@ inline compared_run make_compared_run(const std::string& name, const std::vector
   c.peak_allocated_bytes = s.peak_allocated_bytes;
   c.baseline = s.baseline;
   c.recording_cost = s.recording.cost;
+  for (const auto& r : repeats) {
+    for (auto& v : judge_run(r.summary))
+      if (v.code == verdict_code::unstable) c.unstable = std::move(v);
+    if (c.unstable) break;
+  }
   detail::fill_phases(c, rep);
   return c;
 }
@@ -266,6 +277,8 @@ struct gap_breakdown {
   std::vector<kernel_delta> kernels;  ///< the 5 largest per-step differences, largest first
   bool kernels_complete = true;       ///< both runs' forward+backward lists are complete
   noise_check noise;
+  /// The `unstable` verdicts of the two columns (compared_run::unstable), said before the split.
+  std::optional<verdict> slow_unstable, fast_unstable;
 };
 
 /// The columns ranked (ratio_to_fastest filled), the breakdown of the gap, and the words.
@@ -363,6 +376,8 @@ inline gap_breakdown break_down_gap(const compared_run& slow, const compared_run
   g.fast_steps = fast.baseline.steps;
   g.untraced = slow.baseline.untraced && fast.baseline.untraced;
   g.noise = check_noise(slow, fast);
+  g.slow_unstable = slow.unstable;
+  g.fast_unstable = fast.unstable;
   // Means decompose exactly; every part below is a mean over the same baseline steps of each run.
   g.gap_ms = slow.baseline.step_ms - fast.baseline.step_ms;
   g.forward_backward = has_forward_backward(slow) && has_forward_backward(fast);
@@ -406,19 +421,47 @@ inline gap_breakdown break_down_gap(const compared_run& slow, const compared_run
 inline std::string signed_ms(double v) { return (v >= 0 ? "+" : "") + fixed_text(v, 1) + " ms"; }
 }  // namespace detail
 
-/// The plain-language explanation of a gap, every number taken from the measurements.
+namespace detail {
+/// Why a run's step time is unstable, in words, with the figures of its verdict.
+inline std::string instability_text(const std::string& name, const verdict& v) {
+  switch (v.why_unstable) {
+    case instability::drift:
+      return name + "'s step time drifts (the second half's mean step is " + fixed_text(v.figure("second_half_over_first"), 2) +
+             "x the first half's)";
+    case instability::bimodal:
+      return name + "'s steps fall into two groups (" + fixed_text(v.figure("low_ms"), 1) + " and " +
+             fixed_text(v.figure("high_ms"), 1) + " ms, the smaller one " + fixed_text(100 * v.figure("minority_share"), 0) +
+             "% of the steps)";
+    case instability::spread:
+      return name + "'s step times spread widely (p10..p90 " + fixed_text(v.figure("p10_ms"), 1) + ".." +
+             fixed_text(v.figure("p90_ms"), 1) + " ms around a median of " + fixed_text(v.figure("median_ms"), 1) + " ms)";
+    case instability::none: break;
+  }
+  return name + " is unstable";
+}
+}  // namespace detail
+
+/// The plain-language explanation of a gap, every number taken from the measurements. When the gap
+/// is within the runs' noise or a run is unstable, a line says so first: the split that follows is
+/// still given (its parts add up to the gap whatever the noise), but may be noise, not a difference.
 inline std::string explain(const gap_breakdown& g) {
   using detail::fixed_text;
   using detail::signed_ms;
   const auto& n = g.noise;
-  std::string out = "Why " + g.slow + " is slower than " + g.fast + ": ";
+  std::string out;
   if (n.within) {
     const std::string basis = n.repeats ? "ranges of the repeats' median step times" : "p10..p90 of step time";
-    return out + "the difference (" + signed_ms(n.median_gap_ms) + ", " + (n.median_gap_pct >= 0 ? "+" : "") +
+    out += "Noise: the difference (" + signed_ms(n.median_gap_ms) + ", " + (n.median_gap_pct >= 0 ? "+" : "") +
            fixed_text(n.median_gap_pct, 1) + "% in median step time) is within the runs' noise (" + basis + ": " +
            g.slow + " " + fixed_text(n.slow_lo_ms, 1) + ".." + fixed_text(n.slow_hi_ms, 1) + " ms, " + g.fast + " " +
-           fixed_text(n.fast_lo_ms, 1) + ".." + fixed_text(n.fast_hi_ms, 1) + " ms overlap): not explained.\n";
+           fixed_text(n.fast_lo_ms, 1) + ".." + fixed_text(n.fast_hi_ms, 1) +
+           " ms overlap), so the split below may be noise, not a difference.\n";
   }
+  for (const auto& [name, v] : {std::make_pair(g.slow, &g.slow_unstable), std::make_pair(g.fast, &g.fast_unstable)})
+    if (*v)
+      out += "Unstable: " + detail::instability_text(name, **v) +
+             ", so its means may not hold for another run, nor the split below.\n";
+  out += "Why " + g.slow + " is slower than " + g.fast + ": ";
   const auto pct = [&](double part) { return g.gap_ms != 0 ? fixed_text(100.0 * part / g.gap_ms, 0) + "%" : std::string("-"); };
   out += signed_ms(g.gap_ms) + " per step (means over " + std::to_string(g.slow_steps) + " and " +
          std::to_string(g.fast_steps) + (g.untraced ? " steps without kernel records" : " steps, all with kernel records") +
