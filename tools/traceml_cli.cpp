@@ -72,8 +72,8 @@ int parse_and_run(int argc, char** argv) {
       "compare", "the runs side by side, and why the slowest is slower than the fastest (or that the difference is noise)");
   compare_cmd->add_option("files", o.files, "JSON summaries (every run in them is a column)")->required();
   compare_cmd->add_option("--json", o.json_path, "also write the comparison object (docs/json-schema.md) to this file");
-  auto* group_compare =
-      compare_cmd->add_flag("--group-repeats", o.group_repeats, "runs named NAME#1, NAME#2, ... are repeats of one column NAME");
+  auto* group_compare = compare_cmd->add_flag("--group-repeats", o.group_repeats,
+                                              "runs named NAME#1, NAME#2, ... are repeats of one column NAME");
   compare_cmd
       ->add_option("--fail-if-slower", o.fail_if_slower,
                    "PCT: the first file is the base, each other file a new run; exit status 3 when a new run's median "

@@ -469,11 +469,12 @@ TEST_CASE("a difference within the runs' noise is said to be noise first, then s
     CHECK(c.explanation.rfind(
               "Noise: the difference (+0.5 ms, +3.4% in median step time) is within the runs' noise (p10..p90 of step "
               "time: b 11.4..18.6 ms, a 10.9..18.1 ms overlap), so the split below may be noise, not a difference.\n"
-              "Unstable: b's step time drifts (the second half's mean step is 1.40x the first half's), so its means may "
-              "not hold for another run, nor the split below.\n"
-              "Unstable: a's step time drifts (the second half's mean step is 1.42x the first half's), so its means may "
-              "not hold for another run, nor the split below.\n"
-              "Why b is slower than a: +0.5 ms per step (means over 10 and 10 steps without kernel records), of which\n",
+              "Unstable: b's step time drifts (the second half's mean step is 1.40x the first half's), so its "
+              "means may not hold for another run, nor the split below.\n"
+              "Unstable: a's step time drifts (the second half's mean step is 1.42x the first half's), so its "
+              "means may not hold for another run, nor the split below.\n"
+              "Why b is slower than a: +0.5 ms per step (means over 10 and 10 steps without kernel records), of "
+              "which\n",
               0) == 0);
     CHECK(contains(c.explanation, "  - everything else (data loading, other phases, host time outside the "
                                   "forward/backward/optimizer wall times): +0.0 ms (0%)\n"));

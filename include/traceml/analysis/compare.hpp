@@ -20,7 +20,8 @@
 // exactly, whatever number of steps was recorded. A gap inside the runs' noise (their p10..p90
 // step-time ranges overlap, or with repeats the ranges of their medians), or a run whose step time is
 // unstable (analysis/verdicts.hpp: drift, two groups, a wide spread), is said to be so first, before
-// the split, which may then be noise rather than a difference. Every number comes from the run summaries; this header picks, subtracts and words: the
+// the split, which may then be noise rather than a difference. Every number comes from the run
+// summaries; this header picks, subtracts and words: the
 // explanation is part of a comparison (comparison::explanation, which the sweep's recommendation
 // quotes), so it is built here, its numbers formatted by detail/format.hpp; the sinks
 // (comparison_table.hpp, comparison_json.hpp) only lay the comparison out.
@@ -426,15 +427,16 @@ namespace detail {
 inline std::string instability_text(const std::string& name, const verdict& v) {
   switch (v.why_unstable) {
     case instability::drift:
-      return name + "'s step time drifts (the second half's mean step is " + fixed_text(v.figure("second_half_over_first"), 2) +
-             "x the first half's)";
+      return name + "'s step time drifts (the second half's mean step is " +
+             fixed_text(v.figure("second_half_over_first"), 2) + "x the first half's)";
     case instability::bimodal:
       return name + "'s steps fall into two groups (" + fixed_text(v.figure("low_ms"), 1) + " and " +
-             fixed_text(v.figure("high_ms"), 1) + " ms, the smaller one " + fixed_text(100 * v.figure("minority_share"), 0) +
-             "% of the steps)";
+             fixed_text(v.figure("high_ms"), 1) + " ms, the smaller one " +
+             fixed_text(100 * v.figure("minority_share"), 0) + "% of the steps)";
     case instability::spread:
       return name + "'s step times spread widely (p10..p90 " + fixed_text(v.figure("p10_ms"), 1) + ".." +
-             fixed_text(v.figure("p90_ms"), 1) + " ms around a median of " + fixed_text(v.figure("median_ms"), 1) + " ms)";
+             fixed_text(v.figure("p90_ms"), 1) + " ms around a median of " + fixed_text(v.figure("median_ms"), 1) +
+             " ms)";
     case instability::none: break;
   }
   return name + " is unstable";

@@ -5,7 +5,10 @@
 //   slower: new.json: median step 110.00 ms against 100.00 ms in base.json (+10.0%), beyond the 5%
 //     tolerance and beyond the noise of the medians (+-0.7%, from 100 and 100 measured steps)
 //
-// `traceml compare --fail-if-slower` prints it; the exit status follows the outcome, not the words.
+// "The noise of the medians" is the gate's band (1.96 standard errors of the medians' difference),
+// which narrows as steps are added; the comparison's explanation speaks of the runs' noise, whether
+// single steps' p10..p90 ranges overlap. Both are named, so that a reader does not take one for the
+// other. `traceml compare --fail-if-slower` prints the line; the exit status follows the outcome.
 #pragma once
 #include <string>
 
@@ -36,10 +39,11 @@ inline std::string gate_line(const gate_result& g, const std::string& base_file,
            (g.base_steps == 0 || g.base_median_ms <= 0 ? base_file : next_file) +
            " has no measured steps, so there is nothing to compare\n";
   const std::string change = (g.change >= 0 ? "+" : "") + fixed_text(g.change * 100, 1) + "%";
-  const std::string noise = "the noise of the medians (+-" + fixed_text(g.noise * 100, 1) + "%, from " + std::to_string(g.base_steps) +
-                            " and " + std::to_string(g.new_steps) + " measured steps)";
-  std::string out = std::string(to_string(g.outcome)) + ": " + next_file + ": median step " + fixed_text(g.new_median_ms, 2) +
-                    " ms against " + fixed_text(g.base_median_ms, 2) + " ms in " + base_file + " (" + change + "), ";
+  const std::string noise = "the noise of the medians (+-" + fixed_text(g.noise * 100, 1) + "%, from " +
+                            std::to_string(g.base_steps) + " and " + std::to_string(g.new_steps) + " measured steps)";
+  std::string out = std::string(to_string(g.outcome)) + ": " + next_file + ": median step " +
+                    fixed_text(g.new_median_ms, 2) + " ms against " + fixed_text(g.base_median_ms, 2) + " ms in " +
+                    base_file + " (" + change + "), ";
   switch (g.outcome) {
     case gate_outcome::slower:
       out += "beyond the " + detail::gate_pct(g.tolerance) + " tolerance and beyond " + noise;
