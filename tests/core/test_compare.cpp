@@ -384,6 +384,27 @@ TEST_CASE("without GPU facts the explanation says idle and busy cannot be told a
   CHECK_FALSE(contains(table, "kernel"));
 }
 
+TEST_CASE("wide cells widen the table's columns: no two cells run together", "[compare]") {
+  // Spreads of four-digit step times ("2019.4..7003.4", 14 characters) filled the 14-column cells.
+  const auto c = compare_two(cpu_run("2x2", {2019.4, 5064.5, 7003.4, 7003.4}), cpu_run("4x1", {1654.2, 2168.0, 2801.3, 2801.3}));
+  const auto table = format_comparison_table(c.runs);
+  std::string spread_line;
+  for (std::size_t at = 0, end; at < table.size(); at = end + 1) {
+    end = table.find('\n', at);
+    if (end == std::string::npos) end = table.size();
+    const auto line = table.substr(at, end - at);
+    if (contains(line, "spread p10..p90")) spread_line = line;
+  }
+  REQUIRE_FALSE(spread_line.empty());
+  // Each spread cell stands apart, separated by at least two spaces from the one before.
+  const auto first = spread_line.find("..", spread_line.find("ms") + 2);
+  REQUIRE(first != std::string::npos);
+  const auto second_cell = spread_line.find("..", first + 2);
+  REQUIRE(second_cell != std::string::npos);
+  const auto gap = spread_line.substr(first, second_cell - first);
+  CHECK(contains(gap, "  "));
+}
+
 TEST_CASE("runs with different and user-defined phases: the rest holds what only one of them has", "[compare]") {
   // a: forward 10 + eval 5 + 1 outside; b: forward 10 + augment 2 + 1 outside. No optimizer in either.
   const auto c = compare_two(cpu_run("a", std::vector<double>(4, 10), {{"eval", 5}}),

@@ -103,6 +103,9 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
   for (const auto& r : rows) label_w = std::max(label_w, r.first.size() + 1);
   std::size_t col_w = 14;
   for (const auto& r : runs) col_w = std::max(col_w, detail::printable(r.name).size() + 2);
+  // Wide cells (a spread of two four-digit times) widen every column: cells never run together.
+  for (const auto& r : rows)
+    for (const auto& c : r.second) col_w = std::max(col_w, c.size() + 2);
   const auto cell = [&](const std::string& s) { return detail::pad(s, col_w); };
   std::string out = std::string(label_w, ' ');
   for (const auto& r : runs) out += cell(detail::printable(r.name));
