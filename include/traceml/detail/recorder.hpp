@@ -18,6 +18,7 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/activation.hpp"
 #include "traceml/detail/nvtx.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/phase_kind.hpp"
 #include "traceml/record.hpp"
 #include "traceml/thread_identity.hpp"
@@ -124,13 +125,13 @@ struct recorder_state {
   std::atomic<bool> observe_phases{false};
   std::atomic<std::uint32_t> next_thread_id{0};  // threads are numbered in order of first record
 
-  std::mutex registry_mu;  // guards rings and threads (registration and snapshot only)
-  std::vector<std::unique_ptr<thread_ring>> rings;
+  detail::mutex registry_mu;  // guards rings and threads (registration and snapshot only)
+  std::vector<std::unique_ptr<thread_ring>> rings TRACEML_GUARDED_BY(registry_mu);
   /// The OS identity of every thread that acquired a ring, threads[i].index == i (indices are
   /// handed out under registry_mu), for the trace. Bounded: later threads keep their bare index.
   static constexpr std::size_t max_thread_identities = 4096;
-  std::vector<thread_identity> threads;
-  std::mutex drain_mu;  // one consumer at a time
+  std::vector<thread_identity> threads TRACEML_GUARDED_BY(registry_mu);
+  detail::mutex drain_mu;  // one consumer at a time
 };
 
 #if defined(__GNUC__)
@@ -157,7 +158,7 @@ struct ring_releaser {
 
 /// Slow path, with registry_mu held: remembers who the thread that got index `index` is (a system
 /// call and a name lookup, once per thread; records carry only the index).
-inline void remember_thread(recorder_state& R, std::uint32_t index) {
+inline void remember_thread(recorder_state& R, std::uint32_t index) TRACEML_REQUIRES(R.registry_mu) {
   if (R.threads.size() >= recorder_state::max_thread_identities) return;
   R.threads.push_back(thread_identity{index, current_os_thread_id(index), current_thread_name()});
 }
@@ -166,7 +167,7 @@ inline void remember_thread(recorder_state& R, std::uint32_t index) {
 inline thread_ring* acquire_ring() noexcept {
   try {
     auto& R = recorder();
-    std::lock_guard<std::mutex> lock(R.registry_mu);
+    detail::lock_guard lock(R.registry_mu);
     thread_ring* ring = nullptr;
     for (auto& r : R.rings) {
       // Only a drained ring: a new thread must get a whole ring's room, not what an exited thread
@@ -335,7 +336,7 @@ TRACEML_END_MODE_NAMESPACE
 /// The recording threads' OS identities so far, in index order (slow path: takes the registry lock).
 inline std::vector<thread_identity> thread_identities() {
   auto& R = recorder();
-  std::lock_guard<std::mutex> lock(R.registry_mu);
+  detail::lock_guard lock(R.registry_mu);
   return R.threads;
 }
 
@@ -392,10 +393,10 @@ struct drain_counts {
 template <class F>
 drain_counts drain_step_end(F&& f, std::uint64_t others_limit, const thread_ring* whole) {
   auto& R = recorder();
-  std::lock_guard<std::mutex> drain_lock(R.drain_mu);
+  detail::lock_guard drain_lock(R.drain_mu);
   std::vector<thread_ring*> rings;
   {
-    std::lock_guard<std::mutex> lock(R.registry_mu);
+    detail::lock_guard lock(R.registry_mu);
     for (auto& r : R.rings) rings.push_back(r.get());
   }
   // Each ring's count is read once: a ring's producer may go on writing, and what it writes after
