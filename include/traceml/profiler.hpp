@@ -85,7 +85,8 @@ struct profiler_options {
   /// when the worker falls 1024 steps behind or the thread's record ring is half full (a step of
   /// thousands of phases), so nothing is dropped for want of a drain. false: at each step's end, on
   /// the thread that ends it (each step end then drains exactly that step's records: what
-  /// max_other_thread_records bounds is a step end, not a drain of several steps).
+  /// max_other_thread_records bounds is a step end, not a drain of several steps; the worker's drain
+  /// of N steps takes N + 1 times it, the one more for the step the training thread has open).
   bool background_step_end = true;
   std::size_t trace_last_steps = 200;   ///< the Chrome trace keeps the last this many steps ...
   std::size_t trace_recorded_steps = 8; ///< ... and, before them, this many with GPU kernel records
@@ -430,7 +431,11 @@ class profiler : public recording_callback, private recorder_observer {
       last_dropped_total_ = steps[i].dropped_total;
       own_lost += lost[i];
     }
-    const std::uint64_t ring_full = absorb_records(steps.back().ring, steps.size(), steps.front().step.step);
+    // The step worker drains behind the training thread, which may have begun the next step: other
+    // threads' records of that open step are in the rings too. They are taken (kept for their step)
+    // within one more step's allowance, rather than counted against the ended steps and left out.
+    const std::size_t allowance = steps.size() + (also ? 0 : 1);
+    const std::uint64_t ring_full = absorb_records(steps.back().ring, allowance, steps.front().step.step);
     lost.front() += ring_full > own_lost ? ring_full - own_lost : 0;  // other threads' losses: the first step's
     for (std::size_t i = 0; i < steps.size(); ++i) process_step(steps[i].step, lost[i]);
     if (gpu_) {
