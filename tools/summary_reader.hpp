@@ -334,6 +334,43 @@ inline phase_summary read_phase_summary(const object_reader& r, bool counter_fie
   return p;
 }
 
+inline step_gap_figures read_gap_figures(const object_reader& g) {
+  step_gap_figures f;
+  f.count = g.count("count");
+  f.total_ms = g.time_ms("total_ms");
+  f.largest_ms = g.time_ms("largest_ms");
+  f.largest_after_step = static_cast<std::int32_t>(g.integer("largest_after_step"));
+  if (f.largest_ms > f.total_ms * (1 + 1e-9))
+    throw summary_error(g.at("largest_ms") + ": the largest gap is longer than all the gaps together");
+  return f;
+}
+
+/// The summary's outside_steps (written since traceml.summary/3's later versions: absent, none).
+inline outside_steps_summary read_outside_steps(const object_reader& o) {
+  outside_steps_summary s;
+  o.each("phases", [&](const object_reader& p) {
+    outside_phase ph;
+    ph.kind = p.kind("kind");
+    ph.name = p.text("name");
+    ph.top_level = p.flag("top_level");
+    ph.count = p.count("count");
+    ph.total_ms = p.time_ms("total_ms");
+    ph.mean_ms = p.time_ms("mean_ms");
+    ph.max_ms = p.time_ms("max_ms");
+    s.phases.push_back(std::move(ph));
+  });
+  s.phases_ms = o.time_ms("phases_ms");
+  s.names_left_out = o.count("names_left_out");
+  s.gaps = read_gap_figures(o.object("gaps"));
+  s.epoch_gaps = read_gap_figures(o.object("epoch_gaps"));
+  if (s.epoch_gaps.count > s.gaps.count)
+    throw summary_error(o.at("epoch_gaps") + ": more epoch gaps than gaps");
+  s.epoch_marks = o.count("epoch_marks");
+  s.steps_span_ms = o.time_ms("steps_span_ms");
+  s.gap_share = o.share("gap_share");
+  return s;
+}
+
 inline run_summary read_run_summary(const object_reader& r, bool counter_fields) {
   run_summary s;
   s.steps = r.size("steps");
@@ -374,6 +411,7 @@ inline run_summary read_run_summary(const object_reader& r, bool counter_fields)
   if (r.has("capped_records")) s.capped_records = r.count("capped_records");
   if (r.has("overlapping_steps")) s.overlapping_steps = r.count("overlapping_steps");
   if (r.has("startup_ms")) s.startup_ms = r.number("startup_ms");
+  if (r.has("outside_steps")) s.outside_steps = read_outside_steps(r.object("outside_steps"));
   return s;
 }
 

@@ -34,6 +34,7 @@ TRACEML_BEGIN_NAMESPACE
 TRACEML_BEGIN_MODE_NAMESPACE
 inline void set_enabled(bool) noexcept {}
 inline bool enabled() noexcept { return false; }
+inline void mark_epoch() noexcept {}
 TRACEML_END_MODE_NAMESPACE
 TRACEML_END_NAMESPACE
 #endif
@@ -231,12 +232,15 @@ TRACEML_END_NAMESPACE
 /// string (std::string, string_view, const char*) is copied once per distinct text (named_phase).
 /// Braces: TRACEML_PHASE_NAMED(std::string(s)) declares a scope, not a function.
 #define TRACEML_PHASE_NAMED(name) ::traceml::named_phase TRACEML_CONCAT(traceml_scope_, __COUNTER__){name}
+/// TRACEML_EPOCH(): an epoch boundary here (traceml::mark_epoch()), between two epochs' steps.
+#define TRACEML_EPOCH() ::traceml::mark_epoch()
 #else
 #define TRACEML_STEP() static_cast<void>(0)
 #define TRACEML_MICROBATCH() static_cast<void>(0)
 #define TRACEML_PHASE(builtin) static_cast<void>(0)
 #define TRACEML_PHASE_TAG(tag) static_cast<void>(0)
 #define TRACEML_PHASE_NAMED(name) static_cast<void>(0)
+#define TRACEML_EPOCH() static_cast<void>(0)
 #endif
 
 // traceml::steps(loader): the loop's own range-based for as the steps (steps.hpp).

@@ -165,6 +165,7 @@ class profiler : public recording_callback, private recorder_observer {
     R.next_step.store(0, std::memory_order_relaxed);
     R.overlapping_steps.store(0, std::memory_order_relaxed);
     detail::drain_all([](const span_record&) {});
+    (void)detail::take_epoch_marks();  // marks made before the run are not its own
     if (!options_.jsonl_path.empty())
       jsonl_ = std::make_unique<detail::output_file>(options_.jsonl_path, "step JSONL", "w", " (training continues without it)");
     if (options_.finish_on_signal) stop_guard_.emplace();
@@ -270,9 +271,13 @@ class profiler : public recording_callback, private recorder_observer {
     result_.summary.startup_ms = static_cast<double>(startup_ns_) / 1e6;
     result_.summary.capped_records = capped_;
     result_.summary.overlapping_steps = R.overlapping_steps.load(std::memory_order_relaxed);
+    result_.summary.outside_steps = outside_.summary();
     if (!options_.trace_path.empty()) {
-      chrome_trace_extras extras{trace_.coverage(), detail::thread_identities(), trace_.memory(), result_.rank};
-      if (!write_chrome_trace(options_.trace_path, result_.name, trace_.spans(), trace_.activities(), extras))
+      chrome_trace_extras extras{trace_.coverage(), detail::thread_identities(), trace_.memory(), result_.rank,
+                                 {trace_gaps_.begin(), trace_gaps_.end()}, {trace_marks_.begin(), trace_marks_.end()}};
+      std::vector<span_record> spans = trace_.spans();
+      spans.insert(spans.end(), trace_outside_.begin(), trace_outside_.end());
+      if (!write_chrome_trace(options_.trace_path, result_.name, spans, trace_.activities(), extras))
         failed_outputs_.push_back(options_.trace_path);
     }
     gpu_.reset();  // after the trace: activity names belong to the source. Shuts CUPTI down.
@@ -440,6 +445,8 @@ class profiler : public recording_callback, private recorder_observer {
     // The ring keeps room for step records (thread_ring::reserved); a thread without a ring (out
     // of memory) has none: the step is still the one the recorder closed.
     if (!has_step_record) spans.push_back(step);
+    if (const auto gap = outside_.add_step(step.step, step.begin_ns, step.end_ns); gap && !options_.trace_path.empty())
+      bounded_push(trace_gaps_, *gap, std::max<std::size_t>(options_.trace_last_steps, 1));
     if (late_) report_once("late-records", "phases on other threads ended after their step was summarized (after the "
                                            "step's end): they are left out of the step statistics");
     auto st = compute_step(step.step, spans);
@@ -501,7 +508,10 @@ class profiler : public recording_callback, private recorder_observer {
     const std::int32_t step = first_step;
     const auto counts = detail::drain_step_end(
         [this](const span_record& r) {
-          if (r.step < 0) return;  // outside any step: nothing to attribute it to
+          if (r.step < 0) {  // outside any step: the run's outside_steps, and the trace
+            note_outside(r);
+            return;
+          }
           pending_.push_back(r);
         },
         options_.max_other_thread_records * steps, whole);
@@ -534,7 +544,28 @@ class profiler : public recording_callback, private recorder_observer {
                                        "follow one another, so that step and every later overlapping one are "
                                        "ignored, and their phases count in the step that was open, as a worker "
                                        "thread's do; the run's count is the summary's overlapping_steps");
+    for (const std::int64_t t : detail::take_epoch_marks()) {
+      outside_.add_epoch_mark(t);
+      if (!options_.trace_path.empty()) bounded_push(trace_marks_, t, max_trace_outside);
+    }
     return counts.ring_full;
+  }
+
+  /// How many outside phases, gaps and epoch marks the Chrome trace keeps (the last ones): bounded,
+  /// as the trace's steps are.
+  static constexpr std::size_t max_trace_outside = 4096;
+  template <class T>
+  static void bounded_push(std::deque<T>& d, const T& v, std::size_t limit) {
+    if (limit == 0) return;
+    if (d.size() >= limit) d.pop_front();
+    d.push_back(v);
+  }
+
+  /// Under mu_: a record of no step, into the run's outside_steps (and the trace's last ones).
+  void note_outside(const span_record& r) {
+    if (!is_phase(r.kind)) return;
+    outside_.add_record(r);
+    if (!options_.trace_path.empty()) bounded_push(trace_outside_, r, max_trace_outside);
   }
 
   void attach_reports(std::vector<step_gpu_report> reports) {
@@ -590,6 +621,10 @@ class profiler : public recording_callback, private recorder_observer {
   std::vector<span_record> pending_;      // records of steps not yet closed
   std::deque<std::pair<std::int32_t, std::vector<span_record>>> trace_spans_;  // per step, until it is emitted
   run_accumulator acc_;                   // the run's statistics, step by step (bounded memory)
+  outside_steps_accumulator outside_;     // phases outside steps, gaps between them, epoch marks
+  std::deque<span_record> trace_outside_;  // the last outside phases, for the trace
+  std::deque<step_gap> trace_gaps_;        // the last gaps between steps, for the trace
+  std::deque<std::int64_t> trace_marks_;   // the last epoch marks, for the trace
   detail::trace_window trace_;            // what the Chrome trace keeps (bounded)
   detail::window_collector windows_;      // recording windows for on_trace_ready
   std::vector<recording_window> windows_ready_;  // closed, not yet handed to on_trace_ready

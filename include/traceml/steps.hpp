@@ -13,7 +13,9 @@
 // torch::data iterator needs to actually fetch) is timed as the dataloader phase of the step (or
 // micro-batch) it feeds: the step begins when its fetch began. The step ends when the next fetch
 // begins, when the range ends (at the time the fetch that found the end began), and on `break` or an
-// exception (when the range object goes, with the loop). With accumulation N, a step holds N batches,
+// exception (when the range object goes, with the loop). The range's end (the loader exhausted, not a
+// `break`) also marks an epoch boundary (traceml::mark_epoch()): the time until the next range's first
+// step is reported as an epoch gap (the summary's outside_steps). With accumulation N, a step holds N batches,
 // each in its own micro-batch; a range that ends inside a step ends that step with fewer.
 //
 // Works with any range a range-based for accepts: torch::data loaders (whose input iterators compare
@@ -149,6 +151,7 @@ class step_range {
     if (!more) {
       done_ = true;
       close_step_at(t0);  // a step the range ended inside ends where the last fetch began
+      mark_range_end(t1);  // the loader is exhausted: an epoch's end
       return;
     }
     done_ = false;
@@ -191,6 +194,7 @@ class step_range {
     close_microbatch();
     close_step();
   }
+  static void mark_range_end(std::int64_t t) noexcept { detail::mark_epoch_at(t); }
   detail::open_span step_;
   detail::open_span micro_;
   bool step_open_ = false;
@@ -201,6 +205,7 @@ class step_range {
   void close_step() noexcept {}
   void close_step_at(std::int64_t) noexcept {}
   void close_all() noexcept {}
+  static void mark_range_end(std::int64_t) noexcept {}
 #endif
 
   Range range_;  // a reference for an lvalue, the object itself for a temporary

@@ -329,3 +329,46 @@ TEST_CASE("verdicts are shown under the table, in the JSON summary and in the HT
   CHECK(nlohmann::json::parse(json_summary({steady}))["runs"][0]["verdicts"].empty());
   CHECK(html_report({steady}).find("Verdicts") == std::string::npos);
 }
+
+namespace {
+/// flat_run's 42 steps of 100 ms back to back, but for one gap of `gap_ms` after step 20 that holds
+/// an epoch mark: the gap's share of the run is gap_ms / (4200 + gap_ms).
+run_summary run_with_gap(double gap_ms) {
+  auto s = flat_run();
+  outside_steps_accumulator acc;
+  const auto ns = [](double ms) { return static_cast<std::int64_t>(ms * 1e6 + 0.5); };
+  double t = 0;
+  for (std::int32_t i = 0; i < 42; ++i) {
+    if (i == 21) {
+      acc.add_epoch_mark(ns(t + 1));
+      t += gap_ms;
+    }
+    (void)acc.add_step(i, ns(t), ns(t + 100));
+    t += 100;
+  }
+  s.outside_steps = acc.summary();
+  return s;
+}
+}  // namespace
+
+TEST_CASE("outside_steps fires when the time between steps is 10% of the run, with its evidence", "[verdicts]") {
+  // 466 / 4666 = 9.99%: no verdict; 467 / 4667 = 10.006%: the verdict.
+  CHECK(only(judge_run(run_with_gap(466)), verdict_code::outside_steps).empty());
+  const auto vs = only(judge_run(run_with_gap(467)), verdict_code::outside_steps);
+  REQUIRE(vs.size() == 1);
+  const auto& v = vs[0];
+  CHECK(v.figure("gap_share") == Approx(467.0 / 4667));
+  CHECK(v.figure("gaps_ms") == Approx(467));
+  CHECK(v.figure("gaps") == 41);  // the other 40 gaps are 0 ms
+  CHECK(v.figure("largest_ms") == Approx(467));
+  CHECK(v.figure("largest_after_step") == 20);
+  CHECK(v.figure("epoch_gaps_ms") == Approx(467));
+  CHECK(v.figure("span_ms") == Approx(4667));
+  CHECK(v.steps == 42);
+  CHECK(verdict_evidence(v) == "10% of the run (467.0 of 4667.0 ms from the first step's start to the last step's end) "
+                               "lies between steps, in 41 gaps; the largest, 467.0 ms, after step 20; 467.0 ms in 1 "
+                               "gap at an epoch's end (42 steps)");
+  CHECK(verdict_advice(v).find("between steps") != std::string::npos);
+  // A run whose steps follow one another gets none.
+  CHECK(only(judge_run(run_with_gap(0)), verdict_code::outside_steps).empty());
+}

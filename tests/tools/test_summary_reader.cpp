@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "mixed_run.hpp"
+#include "outside_run.hpp"
 #include "steps_reader.hpp"
 #include "summary_reader.hpp"
 
@@ -351,4 +352,44 @@ TEST_CASE("a step number twice in a rank's file is an error naming both lines", 
     CHECK(std::string(e.what()) == "line 4: step 2 again (first on line 2)");
   }
   CHECK(tools::parse_rank_steps("{\"step\":2,\"wall_ms\":1}\n{\"step\":1,\"wall_ms\":1}\n", 0).steps.steps.size() == 2);
+}
+
+TEST_CASE("the time outside steps is read back: phases, gaps, epoch gaps", "[reader][outside]") {
+  auto run = traceml_test::mixed_run();
+  run.summary.outside_steps = traceml_test::make_outside_run().acc.summary();
+  const std::string written = json_summary({run});
+  const auto read = parse_summary(written);
+  REQUIRE(read.runs.size() == 1);
+  const auto& o = read.runs[0].summary.outside_steps;
+  REQUIRE(o.phases.size() == 3);
+  CHECK(o.phases[0].name == "evaluation");
+  CHECK(o.phases[0].count == 2);
+  CHECK(o.phases[0].total_ms == Approx(80));
+  CHECK_FALSE(o.phases[1].top_level);
+  CHECK(o.phases[1].kind == traceml::phase_kind::forward);
+  CHECK(o.gaps.count == 3);
+  CHECK(o.gaps.largest_after_step == 1);
+  CHECK(o.epoch_gaps.total_ms == Approx(100));
+  CHECK(o.epoch_marks == 2);
+  CHECK(o.gap_share == Approx(103.0 / 143));
+  CHECK(json_summary(read.runs) == written);
+  // `traceml show` prints the table of what it read: the section is there.
+  CHECK(format_table(read.runs[0]).find("between steps                3     103.000") != std::string::npos);
+
+  SECTION("a document written before outside_steps reads as a run without time outside steps") {
+    auto doc = nlohmann::ordered_json::parse(written);
+    doc["runs"][0]["summary"].erase("outside_steps");
+    CHECK(parse_summary(doc.dump()).runs[0].summary.outside_steps.empty());
+  }
+  SECTION("impossible figures are refused with their path") {
+    auto doc = nlohmann::ordered_json::parse(written);
+    doc["runs"][0]["summary"]["outside_steps"]["gaps"]["largest_ms"] = 500;
+    CHECK_THROWS_WITH(parse_summary(doc.dump()), Catch::Contains("runs[0].summary.outside_steps.gaps.largest_ms"));
+    doc = nlohmann::ordered_json::parse(written);
+    doc["runs"][0]["summary"]["outside_steps"]["epoch_gaps"]["count"] = 4;
+    CHECK_THROWS_WITH(parse_summary(doc.dump()), Catch::Contains("more epoch gaps than gaps"));
+    doc = nlohmann::ordered_json::parse(written);
+    doc["runs"][0]["summary"]["outside_steps"]["gap_share"] = 1.5;
+    CHECK_THROWS_WITH(parse_summary(doc.dump()), Catch::Contains("impossible for a share"));
+  }
 }

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "traceml/analysis/outside_steps.hpp"
 #include "traceml/analysis/stats.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/intervals.hpp"
@@ -226,6 +227,8 @@ struct run_summary {
   /// Step time along the run, every step in order (warm-up included), at most timeline_points
   /// buckets of equal length (1 step each for runs up to that many steps).
   std::vector<step_bucket> timeline;
+  /// Phases recorded outside any step and the gaps between steps (analysis/outside_steps.hpp).
+  outside_steps_summary outside_steps;
 
   std::size_t measured_steps() const noexcept { return steps - warmup_steps; }
 };

@@ -29,6 +29,7 @@ enum class verdict_code {
   small_kernels,   ///< the GPU is busy but few SMs are active: shapes that do not fill it
   residual_heavy,  ///< much of the step lies in no phase
   unstable,        ///< the step time drifts, splits in two, or spreads so widely that medians mislead
+  outside_steps,   ///< much of the run's wall time lies between its steps (evaluation, checkpoints, epoch ends)
 };
 
 inline const char* to_string(verdict_code c) noexcept {
@@ -39,6 +40,7 @@ inline const char* to_string(verdict_code c) noexcept {
     case verdict_code::small_kernels: return "small_kernels";
     case verdict_code::residual_heavy: return "residual_heavy";
     case verdict_code::unstable: return "unstable";
+    case verdict_code::outside_steps: return "outside_steps";
   }
   return "unknown";
 }
@@ -84,6 +86,7 @@ struct verdict_thresholds {
   double bimodal_minority = 0.10;      ///< ... each holding at least this share of the steps ...
   double bimodal_separation = 5.0;     ///< ... and whose gap is this many times their pooled spread (uniform: 3.5, normal: 2.7)
   std::size_t min_steps = 8;           ///< fewer measured steps: no verdict on the step's shape
+  double outside_share = 0.10;         ///< time between steps, share of the steps' span (first start to last end)
 };
 
 namespace detail {
@@ -153,7 +156,8 @@ inline two_groups best_split(std::vector<std::pair<double, double>> pts) {
 
 }  // namespace detail
 
-/// The verdicts of one run, in a fixed order (input, host, GPU, kernels, residual, stability). A run
+/// The verdicts of one run, in a fixed order (input, host, GPU, kernels, residual, stability, time
+/// outside steps). A run
 /// without GPU figures gets only the CPU ones; a figure that was not measured never fires a verdict.
 inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresholds& t = {}) {
   std::vector<verdict> out;
@@ -234,6 +238,22 @@ inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresh
     }
     if (v.why_unstable != instability::none) out.push_back(std::move(v));
   }
+
+  // outside_steps: the time between steps (an evaluation pass, a checkpoint, an epoch's end) is a
+  // large part of the run, which no step figure shows. Every step counts (the gaps of warm-up too).
+  const auto& o = s.outside_steps;
+  if (o.gaps.count > 0 && o.steps_span_ms > 0 && o.gap_share >= t.outside_share)
+    out.push_back(verdict{verdict_code::outside_steps, "",
+                          {{"gap_share", std::min(o.gap_share, 1.0)},
+                           {"gaps_ms", o.gaps.total_ms},
+                           {"gaps", static_cast<double>(o.gaps.count)},
+                           {"largest_ms", o.gaps.largest_ms},
+                           {"largest_after_step", static_cast<double>(o.gaps.largest_after_step)},
+                           {"epoch_gaps_ms", o.epoch_gaps.total_ms},
+                           {"epoch_gaps", static_cast<double>(o.epoch_gaps.count)},
+                           {"outside_phases_ms", o.phases_ms},
+                           {"span_ms", o.steps_span_ms}},
+                          s.steps});
   return out;
 }
 

@@ -131,6 +131,11 @@ struct recorder_state {
   static constexpr std::size_t max_thread_identities = 4096;
   std::vector<thread_identity> threads;
   std::mutex drain_mu;  // one consumer at a time
+  /// Epoch marks (mark_epoch(), the end of a traceml::steps range) not yet taken by a profiler:
+  /// their times. Rare (one per epoch), so a lock is cheaper than a ring of their own; bounded.
+  static constexpr std::size_t max_epoch_marks = 4096;
+  std::mutex epoch_mu;
+  std::vector<std::int64_t> epoch_marks;
 };
 
 #if defined(__GNUC__)
@@ -332,6 +337,27 @@ inline void end_span_at(open_span& s, std::int64_t end) noexcept {
 }
 TRACEML_END_MODE_NAMESPACE
 
+/// Notes an epoch boundary at `t` (a time read from now_ns()). Cost: a lock and a store, once per
+/// epoch; nothing while recording is off. A mark beyond max_epoch_marks untaken is dropped.
+inline void mark_epoch_at(std::int64_t t) noexcept {
+  auto& R = recorder();
+  if (!R.enabled.load(std::memory_order_relaxed)) return;
+  try {
+    std::lock_guard<std::mutex> lock(R.epoch_mu);
+    if (R.epoch_marks.size() < recorder_state::max_epoch_marks) R.epoch_marks.push_back(t);
+  } catch (...) {  // out of memory: the mark is lost, the training goes on
+  }
+}
+
+/// The epoch marks made since the last call, oldest first (the profiler's step worker; slow path).
+inline std::vector<std::int64_t> take_epoch_marks() {
+  auto& R = recorder();
+  std::vector<std::int64_t> out;
+  std::lock_guard<std::mutex> lock(R.epoch_mu);
+  out.swap(R.epoch_marks);
+  return out;
+}
+
 /// The recording threads' OS identities so far, in index order (slow path: takes the registry lock).
 inline std::vector<thread_identity> thread_identities() {
   auto& R = recorder();
@@ -441,6 +467,10 @@ inline void set_enabled(bool on) noexcept {
 inline bool enabled() noexcept {
   return TRACEML_ENABLED && detail::recorder().enabled.load(std::memory_order_relaxed);
 }
+/// Marks an epoch boundary now (also TRACEML_EPOCH(); the end of a traceml::steps range marks one
+/// itself): the gap between steps that holds it is reported as an epoch gap, apart from the others
+/// (the summary's outside_steps). Call it between epochs, outside any step. Cost: a lock, once.
+inline void mark_epoch() noexcept { detail::mark_epoch_at(now_ns()); }
 TRACEML_END_MODE_NAMESPACE
 
 TRACEML_END_NAMESPACE

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "traceml/analysis/outside_steps.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/json_writer.hpp"
 #include "traceml/detail/output_file.hpp"
@@ -33,6 +34,11 @@ struct chrome_trace_extras {
   /// The rank that wrote it (rank_identity.hpp): its processes are numbered and named apart from
   /// every other rank's, so that the ranks' traces merge into one (one process per rank).
   rank_identity rank;
+  /// Gaps between consecutive steps (the last ones), drawn as slices on a track of their own,
+  /// "between steps", named "epoch boundary" where an epoch mark fell; phases outside steps come with
+  /// the spans (step -1), on their threads.
+  std::vector<step_gap> gaps;
+  std::vector<std::int64_t> epoch_marks;  ///< epoch marks, as instant events on the same track
 };
 
 namespace detail {
@@ -43,6 +49,8 @@ inline constexpr int rank_pid_stride = 1000;
 /// The memory samplers do not say which device they sampled (the current one, usually 0): the
 /// counter track goes to this device's process.
 inline constexpr std::uint32_t memory_device = 0;
+/// The host process's track for the gaps between steps: an id no OS thread or traceml index takes.
+inline constexpr std::uint64_t between_steps_tid = std::uint64_t{1} << 40;
 
 inline const char* activity_category(gpu_activity::type t) {
   switch (t) {
@@ -133,6 +141,25 @@ class chrome_trace_writer {
     }
   }
 
+  /// The gaps between steps as slices ("between steps", or "epoch boundary" for one that holds an
+  /// epoch mark), each with its length and the step it follows; epoch marks as instant events.
+  void step_gaps(const std::vector<step_gap>& gaps, const std::vector<std::int64_t>& marks) {
+    if (gaps.empty() && marks.empty()) return;
+    name_meta(host_pid(), between_steps_tid, "thread_name", "between steps");
+    sort_meta(host_pid(), between_steps_tid, "thread_sort_index", -1);
+    for (const auto& g : gaps) {
+      w_.begin_object().member("ph", "X").member("pid", host_pid()).member("tid", between_steps_tid);
+      w_.member("name", g.epoch ? "epoch boundary" : "between steps").member("cat", "outside_steps");
+      w_.member("ts", us(g.begin_ns)).member("dur", static_cast<double>(g.end_ns - g.begin_ns) / 1e3);
+      w_.key("args").begin_object().member("after_step", g.after_step).member("epoch", g.epoch).end_object();
+      w_.end_object();
+    }
+    for (const auto t : marks) {
+      w_.begin_object().member("ph", "i").member("s", "p").member("pid", host_pid()).member("tid", between_steps_tid);
+      w_.member("name", "epoch mark").member("cat", "outside_steps").member("ts", us(t)).end_object();
+    }
+  }
+
   /// GPU memory: one counter event per step, from its beginning, holding the step's peaks (a peak is
   /// a step's figure, not an instant's: the value stays until the next step's). Unknown peaks are
   /// left out rather than drawn as -1.
@@ -182,6 +209,8 @@ inline std::string chrome_trace(const std::string& run_name, const std::vector<s
   for (const auto& r : spans) origin = std::min(origin, r.begin_ns);
   for (const auto& a : gpu) origin = std::min(origin, a.begin_ns);
   for (const auto& m : extras.memory) origin = std::min(origin, m.begin_ns);
+  for (const auto& g : extras.gaps) origin = std::min(origin, g.begin_ns);
+  for (const auto t : extras.epoch_marks) origin = std::min(origin, t);
   if (origin == std::numeric_limits<std::int64_t>::max()) origin = 0;
   // A GPU process for each device with activities, and for the memory counter's device.
   std::set<std::uint32_t> devices;
@@ -202,6 +231,7 @@ inline std::string chrome_trace(const std::string& run_name, const std::vector<s
   tw.cpu_spans(spans);
   tw.gpu_activities(spans, gpu);
   tw.memory_counters(extras.memory);
+  tw.step_gaps(extras.gaps, extras.epoch_marks);
   w.end_array().end_object();
   out += '\n';
   return out;

@@ -192,6 +192,7 @@ inline std::string html_report(const std::vector<run_result>& runs, const std::s
     h::swatch(o, h::run_color(i));
     o += "Phases of " + h::escape(r.name) + "</h2>\n";
     h::phase_table(o, r, pal);
+    h::outside_steps_table(o, r);
     if (h::kernels_measured(r)) {
       o += "<h3>GPU per phase</h3>\n";
       h::gpu_tables(o, r);

@@ -186,6 +186,30 @@ inline void phase_table(std::string& o, const run_result& r, const phase_palette
   o += "</tr></tfoot>\n</table>\n";
 }
 
+/// The run's time outside its steps, under its phase table: each phase recorded while no step was
+/// open, then the gaps between consecutive steps and, of them, those at an epoch's end. Nothing when
+/// the run spent no time outside its steps.
+inline void outside_steps_table(std::string& o, const run_result& r) {
+  const auto& x = r.summary.outside_steps;
+  if (x.empty()) return;
+  o += "<table class=\"data outside-steps\">\n<caption>Outside steps: phases recorded while no step was open, and "
+       "the time between steps (" + share_pct(x.gap_share) + " of the " + ms(x.steps_span_ms) +
+       " ms from the first step's start to the last step's end; " + std::to_string(x.epoch_marks) +
+       " epoch marks)</caption>\n";
+  header_row(o, {"outside steps", "count", "total ms", "mean ms", "max ms"});
+  o += "<tbody>\n";
+  const auto row = [&](const std::string& label_html, std::uint64_t n, double total, double max_ms) {
+    o += "<tr><td>" + label_html + "</td>" + num_cell(std::to_string(n)) + num_cell(ms(total)) +
+         num_cell(ms(n ? total / static_cast<double>(n) : 0)) + num_cell(ms(max_ms)) + "</tr>\n";
+  };
+  for (const auto& p : x.phases)
+    row(escape(p.name) + (p.top_level ? "" : " <span class=\"muted\">(nested)</span>"), p.count, p.total_ms, p.max_ms);
+  if (x.gaps.count) row("between steps", x.gaps.count, x.gaps.total_ms, x.gaps.largest_ms);
+  const auto& e = x.epoch_gaps;
+  if (e.count) row("&nbsp;&nbsp;at an epoch's end", e.count, e.total_ms, e.largest_ms);
+  o += "</tbody>\n</table>\n";
+}
+
 /// One row of the agreement table: GPU busy from each source over the same recorded steps (and the
 /// records as the counters would count them, when a run modelled that).
 inline void agreement_row(std::string& o, const std::string& first_cells_html, const counter_summary& k,

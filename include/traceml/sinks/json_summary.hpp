@@ -170,6 +170,28 @@ inline void write_step(json_writer& w, const step_result& st, std::optional<bool
   w.end_object();
 }
 
+inline void write_gap_figures(json_writer& w, const step_gap_figures& g) {
+  w.begin_object().member("count", g.count).member("total_ms", g.total_ms).member("largest_ms", g.largest_ms);
+  w.member("largest_after_step", g.largest_after_step).end_object();
+}
+
+/// The run's time outside its steps (analysis/outside_steps.hpp; docs/json-schema.md).
+inline void write_outside_steps(json_writer& w, const outside_steps_summary& o) {
+  w.begin_object().key("phases").begin_array();
+  for (const auto& p : o.phases) {
+    w.begin_object().member("kind", to_string(p.kind)).member("name", p.name).member("top_level", p.top_level);
+    w.member("count", p.count).member("total_ms", p.total_ms).member("mean_ms", p.mean_ms);
+    w.member("max_ms", p.max_ms).end_object();
+  }
+  w.end_array().member("phases_ms", o.phases_ms).member("names_left_out", o.names_left_out);
+  w.key("gaps");
+  write_gap_figures(w, o.gaps);
+  w.key("epoch_gaps");
+  write_gap_figures(w, o.epoch_gaps);
+  w.member("epoch_marks", o.epoch_marks).member("steps_span_ms", o.steps_span_ms);
+  w.member("gap_share", o.gap_share).end_object();
+}
+
 inline void write_phase_summary(json_writer& w, const phase_summary& p) {
   w.begin_object().member("kind", to_string(p.kind)).member("name", p.name).member("top_level", p.top_level);
   w.member("share", p.share).key("wall_ms");
@@ -230,6 +252,8 @@ inline void write_summary(json_writer& w, const run_summary& s) {
   w.member("measured_steps_with_lost_phases", s.measured_steps_with_lost_phases);
   w.member("overlapping_steps", s.overlapping_steps);
   w.member("startup_ms", s.startup_ms);
+  w.key("outside_steps");
+  write_outside_steps(w, s.outside_steps);
   w.end_object();
 }
 

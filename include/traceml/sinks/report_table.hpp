@@ -169,6 +169,35 @@ inline std::string counter_block(const run_summary& s) {
   return out + counter_footer(s, cols);
 }
 
+/// The run's time outside its steps, under the steps' table: each phase recorded while no step was
+/// open (its occurrences, total, mean and longest), then the gaps between consecutive steps and, of
+/// them, the ones that hold an epoch mark. Empty when the run spent no time outside its steps.
+inline std::string outside_steps_block(const run_summary& s) {
+  const auto& o = s.outside_steps;
+  if (o.empty()) return "";
+  const std::string header =
+      pad("outside steps", 22, true) + pad("count", 8) + pad("total ms", 12) + pad("mean ms", 12) + pad("max ms", 12);
+  const std::string rule(header.size(), '-');
+  std::string out = header + "\n" + rule + "\n";
+  const auto row = [&](const std::string& label, std::uint64_t n, double total, double max_ms) {
+    return pad(label, 22, true) + pad(std::to_string(n), 8) + pad(ms_text(total, 3), 12) +
+           pad(ms_text(n ? total / static_cast<double>(n) : 0, 3), 12) + pad(ms_text(max_ms, 3), 12) + "\n";
+  };
+  for (const auto& p : o.phases)
+    out += row(p.top_level ? printable(p.name) : "  " + printable(p.name) + " (nested)", p.count, p.total_ms, p.max_ms);
+  if (o.names_left_out) out += "(" + std::to_string(o.names_left_out) + " occurrences of further names not listed)\n";
+  if (o.gaps.count) {
+    out += rule + "\n" + row("between steps", o.gaps.count, o.gaps.total_ms, o.gaps.largest_ms);
+    const auto& e = o.epoch_gaps;
+    if (e.count) out += row("  at an epoch's end", e.count, e.total_ms, e.largest_ms);
+  }
+  out += "between steps: " + share_percent_text(o.gap_share) + "% of the " + fixed_text(o.steps_span_ms, 1) +
+         " ms from the first step's start to the last step's end";
+  if (o.gaps.count) out += " (largest gap after step " + std::to_string(o.gaps.largest_after_step) + ")";
+  out += "; epoch marks: " + std::to_string(o.epoch_marks) + "\n";
+  return out;
+}
+
 /// What each column rests on: "wall: 10 steps; gpu ms: 10 of 10 steps (CUDA events); kernel ms,
 /// busy/idle %, kernels/step: 1 of 10 steps (recorded, CUPTI); recording cost +45.8% per ...".
 inline std::string table_footer(const run_summary& s, const table_columns& c) {
@@ -237,6 +266,7 @@ inline std::string format_table(const run_result& run) {
          "\n";
   if (cols.gpu_ms || cols.kernels) out += detail::table_footer(s, cols);
   if (detail::counter_steps(s) > 0) out += "\n" + detail::counter_block(s);
+  if (const std::string outside = detail::outside_steps_block(s); !outside.empty()) out += "\n" + outside;
   if (s.tokens_per_s > 0) out += "throughput: " + detail::fixed_text(s.tokens_per_s, 1) + " tokens/s\n";
   if (s.samples_per_s > 0) out += "throughput: " + detail::fixed_text(s.samples_per_s, 2) + " samples/s\n";
   if (s.peak_allocated_bytes >= 0)

@@ -67,6 +67,21 @@ inline std::string verdict_evidence(const verdict& v) {
         case instability::none: break;
       }
       return "the step time is not stable" + detail::verdict_steps(v);
+    case verdict_code::outside_steps: {
+      std::string out = verdict_pct(v.figure("gap_share")) + " of the run (" +
+                        verdict_num(v.figure("gaps_ms"), "%.1f") + " of " + verdict_num(v.figure("span_ms"), "%.1f") +
+                        " ms from the first step's start to the last step's end) lies between steps, in " +
+                        verdict_num(v.figure("gaps"), "%.0f") + " gaps; the largest, " +
+                        verdict_num(v.figure("largest_ms"), "%.1f") + " ms, after step " +
+                        verdict_num(v.figure("largest_after_step"), "%.0f");
+      const double epoch_gaps = v.figure("epoch_gaps");
+      if (epoch_gaps > 0)
+        out += "; " + verdict_num(v.figure("epoch_gaps_ms"), "%.1f") + " ms in " + verdict_num(epoch_gaps, "%.0f") +
+               (epoch_gaps == 1 ? " gap" : " gaps") + " at an epoch's end";
+      if (v.figure("outside_phases_ms") > 0)
+        out += "; phases outside steps take " + verdict_num(v.figure("outside_phases_ms"), "%.1f") + " ms";
+      return out + detail::verdict_steps(v);
+    }
   }
   return {};
 }
@@ -89,6 +104,10 @@ inline std::string verdict_advice(const verdict& v) {
              "synchronisations";
     case verdict_code::unstable:
       return "compare medians with care: run longer or on a quiet machine, and look at the step-time chart";
+    case verdict_code::outside_steps:
+      return "see what runs between steps (the outside-steps table, the trace's \"between steps\" track): evaluate "
+             "or checkpoint less often or on fewer batches, overlap it with training, or wrap it in phases "
+             "(TRACEML_PHASE_NAMED) to name it";
   }
   return {};
 }
