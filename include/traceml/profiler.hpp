@@ -35,6 +35,7 @@
 #include "traceml/analysis/summary.hpp"
 #include "traceml/callback.hpp"
 #include "traceml/config.hpp"
+#include "traceml/detail/activation.hpp"
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/output_file.hpp"
 #include "traceml/detail/step_worker.hpp"
@@ -156,10 +157,17 @@ class profiler : public recording_callback, private recorder_observer {
     recorder_observer* expected = nullptr;
     if (!R.observer.compare_exchange_strong(expected, this)) {
       report_once("profiler-active", "a traceml::profiler is already active; '" + options_.run_name +
-                                         "' records nothing (finish the first one before starting another)");
+                                         "' records nothing (finish the first one before starting another)" +
+                                         (detail::environment_out_dir()
+                                              ? std::string("; with TRACEML_OUT set, the active one is likely the "
+                                                            "TRACEML_OUT session's, started by the first step no "
+                                                            "profiler observed: it collects, so create this profiler "
+                                                            "before the first step, or unset TRACEML_OUT")
+                                              : std::string()));
       return;
     }
     attached_ = true;
+    say_which_collects();
     (void)now_ns();  // the clock calibrates on first use (milliseconds): here, not inside step 0
     // Each run numbers its steps from 0; records left over from before the run are discarded.
     R.next_step.store(0, std::memory_order_relaxed);
@@ -246,6 +254,8 @@ class profiler : public recording_callback, private recorder_observer {
         report_once("gpu-collect", std::string("GPU source failed at the end of the run: ") + e.what());
       }
       result_.summary.gpu_status = gpu_->status();
+    } else if (std::string why = detail::noted_no_gpu_source(); !why.empty()) {
+      result_.summary.gpu_status = std::move(why);  // the reason no source was made, and its fix
     }
     while (!waiting_.empty()) emit_front();
     live_.reset();  // joins its thread and erases its lines before the table is printed
@@ -370,6 +380,26 @@ class profiler : public recording_callback, private recorder_observer {
         end_by_signal(sig);
       }
     }
+  }
+
+  /// TRACEML_OUT set while the program attaches a profiler of its own: that profiler collects, and
+  /// the session is not started (it would start only on a step no profiler observes, and two runs
+  /// would then split the steps). Said once, naming where this run's outputs go instead.
+  void say_which_collects() {
+    const char* out = detail::environment_out_dir();
+    if (!out) return;
+    for (const auto& [key, value] : options_.config)
+      if (key == "started_by" && value == "TRACEML_OUT") return;  // the session's own profiler
+    detail::activation().decided.store(true, std::memory_order_release);
+    std::string where;
+    for (const std::string* p : {&options_.json_path, &options_.jsonl_path, &options_.trace_path, &options_.html_path})
+      if (!p->empty()) where += (where.empty() ? "" : ", ") + *p;
+    report_once("out-beside-profiler",
+                std::string("TRACEML_OUT=") + out + " is set, but the program attached its own traceml::profiler ('" +
+                    options_.run_name + "'): that profiler collects, writing " +
+                    (where.empty() ? std::string("no file (its profiler_options name none)") : where) +
+                    "; TRACEML_OUT is not used (unset it, or give the profiler profiler_options::write_all_to(\"" +
+                    out + "\"))");
   }
 
   /// The step worker's work: every step handed over so far.

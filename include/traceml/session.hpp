@@ -100,6 +100,12 @@ inline std::string claim_session_base(const std::string& dir, const std::string&
   return "";
 }
 
+/// The GPU status of a TRACEML_OUT run built without traceml::cupti: what is missing and the fix.
+inline constexpr const char* no_gpu_source_unlinked_status =
+    "no GPU time source attached: this program was built without traceml::cupti, so TRACEML_OUT timed "
+    "phases on the CPU only (link the CMake target traceml::cupti, and traceml::torch for LibTorch's "
+    "streams and memory, to get GPU figures)";
+
 /// The exit status of a TRACEML_OUT program that would have exited 0 but an output could not be
 /// written (each said with its reason): EX_IOERR of <sysexits.h>. A non-zero status is left alone.
 inline constexpr int session_outputs_failed_status = 74;
@@ -211,7 +217,9 @@ inline void start_session() noexcept {
 #endif
     // Made before the exit handler is registered: the CUDA runtime, initialised here at the latest,
     // registers its own teardown first, so it runs after ours.
-    prof->set_gpu_source(make_best_gpu_source(gpu));
+    prof->set_gpu_source(make_best_gpu_source(gpu));  // none: the factory noted why, for gpu.status
+#else
+    note_no_gpu_source(no_gpu_source_unlinked_status);
 #endif
     session_profiler() = std::move(prof);
     // Everything the exit path reports through (diagnostics, the recorder) is never destroyed, so

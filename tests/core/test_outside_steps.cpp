@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -298,4 +300,80 @@ TEST_CASE("TRACEML_EPOCH marks an epoch between hand-written steps", "[outside][
   CHECK(o.epoch_gaps.count == 1);
   CHECK(o.epoch_gaps.largest_after_step == 1);
   CHECK(o.phases.empty());
+}
+
+namespace {
+bool said(const std::string& part) {
+  for (const auto& m : diagnostic_messages())
+    if (contains(m, part)) return true;
+  return false;
+}
+}  // namespace
+
+TEST_CASE("TRACEML_OUT beside the program's own profiler: one message says which one collects", "[never-silent]") {
+  traceml_test::reset_recorder();
+  const std::string dir = traceml_test::temp_path("out_beside");
+  REQUIRE(setenv("TRACEML_OUT", dir.c_str(), 1) == 0);
+  profiler_options opts = profiler_options::named("own");
+  opts.print_table = false;
+  opts.json_path = traceml_test::temp_path("own_summary.json");
+  {
+    profiler prof(opts);
+    TRACEML_STEP();
+  }
+  CHECK(said("TRACEML_OUT=" + dir + " is set, but the program attached its own traceml::profiler ('own'): that "
+             "profiler collects, writing " + opts.json_path + "; TRACEML_OUT is not used"));
+  CHECK(detail::activation().decided.load());  // no session starts behind it later
+  std::size_t count = 0;
+  for (const auto& m : diagnostic_messages()) count += contains(m, "TRACEML_OUT=") ? 1 : 0;
+  CHECK(count == 1);
+
+  SECTION("the session's own profiler says nothing of the kind") {
+    traceml::reset_diagnostics(true);
+    profiler_options session_like = profiler_options::named("session");
+    session_like.print_table = false;
+    session_like.config.emplace_back("started_by", "TRACEML_OUT");
+    {
+      profiler prof(session_like);
+    }
+    CHECK_FALSE(said("is set, but the program attached"));
+  }
+  unsetenv("TRACEML_OUT");
+  std::remove(opts.json_path.c_str());
+}
+
+TEST_CASE("a run whose GPU source could not be made gives the reason and the fix in every output", "[never-silent]") {
+  traceml_test::reset_recorder();
+  const std::string why = "GPU timing off: no NVIDIA driver (the CUDA runtime found no libcuda; install the NVIDIA "
+                          "driver on a machine with a GPU); phases are timed on the CPU";
+  detail::note_no_gpu_source(why);  // what make_best_gpu_source notes when it attaches none
+  profiler_options opts = profiler_options::named("nodriver");
+  opts.print_table = false;
+  opts.warmup_steps = 0;
+  opts.json_path = traceml_test::temp_path("nodriver_summary.json");
+  opts.html_path = traceml_test::temp_path("nodriver_report.html");
+  run_result run;
+  {
+    profiler prof(opts);
+    for (int i = 0; i < 2; ++i) {
+      TRACEML_STEP();
+    }
+    run = prof.finish();
+  }
+  detail::note_no_gpu_source("");
+  CHECK(run.summary.gpu_status == why);
+  CHECK(contains(format_table(run), "\ngpu: " + why + "\n"));
+  const auto doc = nlohmann::json::parse(read_file(opts.json_path));
+  CHECK(doc["runs"][0]["summary"]["gpu"]["status"] == why);
+  CHECK(contains(read_file(opts.html_path), "<td>" + why + "</td>"));
+  std::remove(opts.json_path.c_str());
+  std::remove(opts.html_path.c_str());
+
+  SECTION("without a noted reason, the status says how to attach a source") {
+    profiler_options plain = profiler_options::named("plain");
+    plain.print_table = false;
+    profiler prof(plain);
+    { TRACEML_STEP(); }
+    CHECK(prof.finish().summary.gpu_status == no_gpu_source_status);
+  }
 }

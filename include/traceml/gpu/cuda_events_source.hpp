@@ -70,6 +70,9 @@ struct cuda_events_options {
   /// The share of the run the events may cost the training thread: on steps too short for that,
   /// one step in N is timed (event_sampling.hpp). 0: every step, whatever it costs.
   double event_budget = default_event_budget;
+  /// Why kernel attribution (CUPTI) is off, when this source stands in for it (make_best_gpu_source):
+  /// said in status(), so that every output gives the reason, not only the first message.
+  std::string attribution_off;
 };
 
 /// CUDA-event phase timing. Delivers every step unrecorded (no kernel records), with the events'
@@ -197,7 +200,9 @@ class cuda_events_source : public gpu_source {
 
   std::string status() const override {
     if (!ok()) return "GPU timing off: " + why_;
-    return "CUDA-event phase timing " + sampling_.describe() + " (GPU time per phase; kernel attribution off)";
+    const std::string off = opt_.attribution_off.empty() ? "" : ": " + opt_.attribution_off;
+    return "CUDA-event phase timing " + sampling_.describe() + " (GPU time per phase; kernel attribution off" + off +
+           ")";
   }
 
  private:

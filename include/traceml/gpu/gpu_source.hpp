@@ -5,6 +5,7 @@
 // CUPTI changes no user code.
 #pragma once
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -50,5 +51,30 @@ class gpu_source {
   /// (attribution_options::counted); not modelled without counters.
   virtual records_as_counted counter_view() const noexcept { return {}; }
 };
+
+namespace detail {
+/// Why this process has no GPU source, in the words a run's gpu.status gives (the reason and the
+/// fix: no NVIDIA driver, no device, a build without traceml::cupti); empty while none was refused.
+/// Set where the source is chosen (make_best_gpu_source, the TRACEML_OUT session) and read by a
+/// profiler that ends with no source, so that its outputs say why rather than only how to attach one.
+struct no_gpu_source_note {
+  std::mutex mu;
+  std::string status;
+};
+inline no_gpu_source_note& no_gpu_source_reason() {
+  static no_gpu_source_note& note = *new no_gpu_source_note;  // never destroyed: read at exit
+  return note;
+}
+inline void note_no_gpu_source(const std::string& status) {
+  auto& n = no_gpu_source_reason();
+  std::lock_guard<std::mutex> lock(n.mu);
+  n.status = status;
+}
+inline std::string noted_no_gpu_source() {
+  auto& n = no_gpu_source_reason();
+  std::lock_guard<std::mutex> lock(n.mu);
+  return n.status;
+}
+}  // namespace detail
 
 TRACEML_END_NAMESPACE

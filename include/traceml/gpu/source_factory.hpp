@@ -52,6 +52,7 @@ inline std::unique_ptr<gpu_source> make_best_gpu_source(gpu_source_options o = {
   const cuda_device_check device = check_cuda_device();
   if (!device.ok()) {
     report_once("gpu-none", "GPU timing off: " + device.why + "; phases are timed on the CPU");
+    detail::note_no_gpu_source("GPU timing off: " + device.why + "; phases are timed on the CPU");
     return nullptr;
   }
   std::unique_ptr<gpu_source> made;
@@ -59,8 +60,12 @@ inline std::unique_ptr<gpu_source> make_best_gpu_source(gpu_source_options o = {
     o.cupti_opts.current_stream = o.current_stream;
     o.cupti_opts.memory = o.memory;
     auto c = std::make_unique<cupti_source>(o.cupti_opts);
-    if (c->ok()) made = std::move(c);
-    else report_once("gpu-cupti-off", "kernel attribution off: " + c->why() + "; using CUDA-event phase timing");
+    if (c->ok()) {
+      made = std::move(c);
+    } else {
+      report_once("gpu-cupti-off", "kernel attribution off: " + c->why() + "; using CUDA-event phase timing");
+      o.events_opts.attribution_off = c->why();  // the events source's status says it on every output
+    }
   }
   if (!made) {
     o.events_opts.current_stream = o.current_stream;
@@ -68,6 +73,7 @@ inline std::unique_ptr<gpu_source> make_best_gpu_source(gpu_source_options o = {
     auto ev = std::make_unique<cuda_events_source>(o.events_opts);
     if (!ev->ok()) {
       report_once("gpu-events-off", ev->status() + "; phases are timed on the CPU");  // status() says "GPU timing off: why"
+      detail::note_no_gpu_source(ev->status() + "; phases are timed on the CPU");
       return nullptr;
     }
     made = std::move(ev);
