@@ -136,8 +136,13 @@ TEST_CASE("phases and residual add up to the step, and the JSON matches the tabl
 
   const json trace = json::parse(std::ifstream(o.trace_path));
   std::size_t x = 0;
-  for (const auto& e : trace["traceEvents"]) x += e["ph"] == "X";
+  std::size_t gaps = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    x += e["ph"] == "X" && e["cat"] != "outside_steps";
+    gaps += e["ph"] == "X" && e["cat"] == "outside_steps";
+  }
   CHECK(x == 6 * (1 + 2 * 4 + 1));  // step, 2 x (micro-batch + 3 phases), optimizer
+  CHECK(gaps == 5);                 // between the 6 steps, on their own track
   for (const auto& p : {o.json_path, o.jsonl_path, o.trace_path}) std::remove(p.c_str());
 }
 
@@ -429,7 +434,8 @@ TEST_CASE("the trace shows OS thread ids and names, a fixed process order and a 
   int loader_spans = 0, forward_spans = 0;
   for (const auto& e : trace["traceEvents"]) {
     const std::string ph = e["ph"];
-    if (ph == "M" && e["name"] == "thread_name" && e["pid"] == 1) thread_names[e["tid"]] = e["args"]["name"];
+    if (ph == "M" && e["name"] == "thread_name" && e["pid"] == 1 && e["args"]["name"] != "between steps")
+      thread_names[e["tid"]] = e["args"]["name"];
     if (ph == "M" && e["name"] == "thread_sort_index" && e["pid"] == 1) thread_order[e["tid"]] = e["args"]["sort_index"];
     if (ph == "M" && e["name"] == "process_sort_index") process_order[e["pid"]] = e["args"]["sort_index"];
     if (ph == "C") counters.push_back(e);

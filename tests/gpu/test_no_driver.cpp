@@ -99,6 +99,19 @@ TEST_CASE("without an NVIDIA driver every output says 'no NVIDIA driver'", "[gpu
     CHECK(contains(msgs[0], "no NVIDIA driver"));
     CHECK_FALSE(contains(msgs[0], "insufficient"));
   }
+  SECTION("a profiler given no source by make_best_gpu_source() gives the reason in its outputs") {
+    profiler_options o;
+    o.print_table = false;
+    o.warmup_steps = 0;
+    profiler prof(o);
+    prof.set_gpu_source(make_best_gpu_source());  // none: no usable GPU
+    for (int s = 0; s < 2; ++s) {
+      TRACEML_STEP();
+    }
+    const auto& run = prof.finish();
+    CHECK(run.summary.gpu_status == "GPU timing off: " + device.why + "; phases are timed on the CPU");
+    CHECK(contains(format_table(run), "\ngpu: GPU timing off: no NVIDIA driver"));
+  }
   SECTION("a profiler with the CUPTI source attached writes the reason into the JSON summary") {
     const std::string path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
                              "/traceml_test_no_driver_summary.json";
