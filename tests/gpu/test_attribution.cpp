@@ -854,3 +854,108 @@ TEST_CASE("the window index assigns exactly as a scan over every span", "[attrib
   CHECK(by_method[static_cast<int>(attribution_method::gpu_time)] > 0);
   CHECK(by_method[static_cast<int>(attribution_method::cpu_time)] > 0);
 }
+
+TEST_CASE("idle split of a window: host wait, kernel-to-kernel wait and other wait add up to the idle time",
+          "[attribution][idle]") {
+  using detail::interval;
+  using detail::merge_intervals;
+  using detail::split_idle;
+  // Window [0, 100 us). Own work on one stream, other work on a second one.
+  const std::vector<interval> own = merge_intervals({{10'000, 20'000}, {24'000, 40'000}, {60'000, 70'000}});
+  const std::vector<interval> other = {{45'000, 50'000}};
+  std::vector<interval> all_records = own;
+  all_records.insert(all_records.end(), other.begin(), other.end());
+  const auto all = merge_intervals(all_records);
+  const idle_split s = split_idle(own, all, 0, 100'000);
+  // Idle: [0,10) edge -> host 10; [20,24) 4 us between activities -> gap 4; [40,60): other [45,50) 5,
+  // nothing on the GPU [40,45) 5 us (not under 5) -> host 5, [50,60) -> host 10; [70,100) edge -> host 30.
+  CHECK(s.other_ns == 5'000);
+  CHECK(s.kernel_gap_ns == 4'000);
+  CHECK(s.host_ns == 10'000 + 5'000 + 10'000 + 30'000);
+  CHECK(s.total() == 100'000 - 36'000);
+
+  SECTION("a gap just under the threshold is kernel-to-kernel wait") {
+    const auto own2 = merge_intervals({{10'000, 20'000}, {24'999, 40'000}});
+    const idle_split t = split_idle(own2, own2, 10'000, 40'000);
+    CHECK(t.kernel_gap_ns == 4'999);
+    CHECK(t.host_ns == 0);
+    CHECK(t.other_ns == 0);
+  }
+  SECTION("a gap at the window's edge is host wait however short") {
+    const auto own3 = merge_intervals({{1'000, 40'000}});
+    const idle_split t = split_idle(own3, own3, 0, 41'000);
+    CHECK(t.host_ns == 2'000);
+    CHECK(t.kernel_gap_ns == 0);
+  }
+  SECTION("a window without records is all host wait; other work covering it all is all other wait") {
+    CHECK(split_idle({}, {}, 0, 50'000).host_ns == 50'000);
+    const std::vector<interval> cover = {{-5'000, 60'000}};
+    const idle_split t = split_idle({}, cover, 0, 50'000);
+    CHECK(t.other_ns == 50'000);
+    CHECK(t.host_ns + t.kernel_gap_ns == 0);
+  }
+  SECTION("records beyond the window count only inside it") {
+    const auto own4 = merge_intervals({{-10'000, 5'000}, {8'000, 30'000}});
+    const idle_split t = split_idle(own4, own4, 0, 20'000);
+    CHECK(t.kernel_gap_ns == 3'000);
+    CHECK(t.total() == 3'000);
+  }
+}
+
+TEST_CASE("idle split, launch statistics and copies on two streams through attribution", "[attribution][idle]") {
+  scenario s;
+  s.span(phase_kind::step, "step", 0, -1, 0, 200'000, 1'000, 190'000);
+  s.span(phase_kind::forward, "forward", 0, 0, 2'000, 100'000, 10'000, 90'000);
+  // A data-loading thread's phase on its own stream (20), beside forward.
+  s.span(phase_kind::dataloader, "dataloader", 0, 0, 3'000, 50'000, 20'000, 60'000, /*stream=*/20, 0, /*thread=*/1);
+  s.kernel("k1", 12'000, 20'000);
+  s.kernel("k2", 22'000, 30'000);
+  s.kernel("k3", 40'000, 70'000);
+  s.kernel("k4", 80'000, 85'000);
+  s.copy(gpu_activity::type::memcpy, 32'000, 36'000, 1 << 20, 20);
+  const auto out = attribute(s.in);
+  const auto& r = out.reports.at(0);
+  const auto* fwd = find_phase(r, "forward", 0);
+  const auto* dl = find_phase(r, "dataloader", 0);
+  REQUIRE(fwd);
+  REQUIRE(dl);
+
+  // forward: window [10, 90) us, busy 51 us, idle 29 us: host [10,12) 2 + [70,80) 10 + [85,90) 5; kernel
+  // gaps [20,22) 2, [30,32) 2, [36,40) 4 around the copy; other: the copy [32,36) 4 on stream 20.
+  const gpu_facts& f = fwd->facts;
+  CHECK(f.window_ns == 80'000);
+  CHECK(f.busy_ns == 51'000);
+  CHECK(f.idle_host_ns == 17'000);
+  CHECK(f.idle_kernel_gap_ns == 8'000);
+  CHECK(f.idle_other_ns == 4'000);
+  CHECK(f.idle_host_ns + f.idle_kernel_gap_ns + f.idle_other_ns == f.idle_ns);
+  CHECK(f.short_kernel_count == 3);  // 8, 8 and 5 us; not k3 (30 us)
+  CHECK(f.copy_busy_ns == 0);
+  std::vector<std::int64_t> durations = fwd->kernel_durations_ns;
+  std::sort(durations.begin(), durations.end());
+  CHECK(durations == std::vector<std::int64_t>{5'000, 8'000, 8'000, 30'000});
+
+  // dataloader: window [20, 60) us, its copy 4 us; idle 36 us: other k2 [22,30) 8 + k3 [40,60) 20;
+  // host [20,22) 2 at its edge; kernel gaps [30,32) 2 and [36,40) 4.
+  const gpu_facts& d = dl->facts;
+  CHECK(d.window_ns == 40'000);
+  CHECK(d.busy_ns == 4'000);
+  CHECK(d.copy_busy_ns == 4'000);
+  CHECK(d.idle_other_ns == 28'000);
+  CHECK(d.idle_host_ns == 2'000);
+  CHECK(d.idle_kernel_gap_ns == 6'000);
+  CHECK(d.idle_host_ns + d.idle_kernel_gap_ns + d.idle_other_ns == d.idle_ns);
+  CHECK(d.short_kernel_count == 0);
+
+  // The step: all of its work is its own (no other wait); idle 134 us, 8 us of it kernel gaps.
+  const gpu_facts& t = r.total;
+  CHECK(t.window_ns == 189'000);
+  CHECK(t.busy_ns == 55'000);
+  CHECK(t.idle_other_ns == 0);
+  CHECK(t.idle_kernel_gap_ns == 8'000);
+  CHECK(t.idle_host_ns == 126'000);
+  CHECK(t.idle_host_ns + t.idle_kernel_gap_ns + t.idle_other_ns == t.idle_ns);
+  CHECK(t.copy_busy_ns == 4'000);
+  CHECK(t.short_kernel_count == 3);
+  CHECK(r.unattributed_kernel_durations_ns.empty());
+}

@@ -7,7 +7,9 @@
 //   * busy time is measured per window: the union of the window's own records *and those of the
 //     phases nested in it* (the GPU was not idle for the outer phase either), clipped to the window
 //     busy and idle are measured in (window::measured). idle = window - busy, so busy + idle ==
-//     window and 0 <= busy <= window, per occurrence and therefore summed over occurrences.
+//     window and 0 <= busy <= window, per occurrence and therefore summed over occurrences;
+//   * idle time is split by kind (gpu/idle_split.hpp) against every record of the step, and copy
+//     time is the union of the window's copies, clipped like busy time.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -26,6 +28,7 @@
 #include "traceml/gpu/attribution_io.hpp"
 #include "traceml/gpu/attribution_windows.hpp"
 #include "traceml/gpu/gpu_facts.hpp"
+#include "traceml/gpu/idle_split.hpp"
 #include "traceml/phase_key.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -45,6 +48,8 @@ struct step_acc {
   interval window;               // the step's measured window
   std::vector<interval> busy;    // every record of the step
   std::vector<std::int32_t> busy_entry;  // per record in busy: its phase entry, -1: unattributed
+  std::vector<interval> all;     // busy merged (finish_reports): what ran on the GPU during the step
+  std::vector<interval> copies;  // every copy of the step
   std::uint32_t first_stream = 0;
   bool streams = false;          // records on more than one stream: work may run side by side
   std::vector<phase_entry_acc> phases;
@@ -58,6 +63,7 @@ struct round_acc {
   std::vector<std::int32_t> entry;          // per window: its entry in its step's phases, -1: none
   std::vector<std::int32_t> parent;         // per window: the phase window directly enclosing it, -1: none
   std::vector<std::vector<interval>> busy;  // per phase window: its own and its nested phases' records
+  std::vector<std::vector<interval>> copies;  // per phase window: the copies among them
   records_as_counted counted;               // attribution_options::counted
   /// Every timed record of the round (assigned, left over or orphaned), its boundary markers and the
   /// previous round's tail, each begun where counted.begin_of() says (when modelled): the counters
@@ -127,6 +133,7 @@ inline round_acc open_steps(const attribution_input& in, const std::vector<windo
   acc.entry.assign(ws.size(), -1);
   acc.parent = enclosing_phases(ws, ix);
   acc.busy.resize(ws.size());
+  acc.copies.resize(ws.size());
   return acc;
 }
 
@@ -163,7 +170,11 @@ inline void open_phase_entries(const attribution_input& in, const std::vector<wi
 inline void add_to(gpu_facts& f, const gpu_record& rec) {
   const std::int64_t d = rec.end_ns - rec.begin_ns;
   switch (rec.what) {
-    case gpu_activity::type::kernel: f.kernel_ns += d; ++f.kernel_count; break;
+    case gpu_activity::type::kernel:
+      f.kernel_ns += d;
+      ++f.kernel_count;
+      f.short_kernel_count += d < short_kernel_ns;
+      break;
     case gpu_activity::type::memcpy: f.memcpy_ns += d; f.memcpy_bytes += rec.bytes; break;
     case gpu_activity::type::memset: f.memset_ns += d; f.memset_bytes += rec.bytes; break;
   }
@@ -189,17 +200,25 @@ inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& 
   const std::int32_t entry = a.phase_window >= 0 ? acc.entry[static_cast<std::size_t>(a.phase_window)] : -1;
   if (s.busy.empty()) s.first_stream = rec.stream;
   s.streams = s.streams || rec.stream != s.first_stream;
+  const bool copy = rec.what == gpu_activity::type::memcpy;
   s.busy.emplace_back(rec.begin_ns, rec.end_ns);
   s.busy_entry.push_back(entry);
+  if (copy) s.copies.emplace_back(rec.begin_ns, rec.end_ns);
   if (entry >= 0) {
     phase_entry_acc& pa = s.phases[static_cast<std::size_t>(entry)];
     add_to(pa.facts.facts, rec);
     pa.own.emplace_back(rec.begin_ns, rec.end_ns);
-    if (kernel) add_kernel(pa, rec);
-    for (std::int32_t w = a.phase_window; w >= 0; w = acc.parent[static_cast<std::size_t>(w)])
+    if (kernel) {
+      add_kernel(pa, rec);
+      pa.facts.kernel_durations_ns.push_back(rec.end_ns - rec.begin_ns);
+    }
+    for (std::int32_t w = a.phase_window; w >= 0; w = acc.parent[static_cast<std::size_t>(w)]) {
       acc.busy[static_cast<std::size_t>(w)].emplace_back(rec.begin_ns, rec.end_ns);
+      if (copy) acc.copies[static_cast<std::size_t>(w)].emplace_back(rec.begin_ns, rec.end_ns);
+    }
   } else if (kernel) {
     ++s.report.unattributed_kernels;
+    s.report.unattributed_kernel_durations_ns.push_back(rec.end_ns - rec.begin_ns);
   }
   if (!keep_activities) return;
   gpu_activity act;
@@ -237,8 +256,22 @@ inline void own_and_hidden(step_acc& s) {
   }
 }
 
-/// Stage 5: busy time per window (clipped to it, summed per entry), idle = window - busy, every
-/// kernel name merged and sorted (not truncated), activities in time order.
+/// The window [lo, hi)'s busy, idle-by-kind and copy time from its own records and its copies
+/// (unmerged) and every record of its step (merged), added to `f`.
+inline void add_window_busy(gpu_facts& f, std::vector<interval> own, std::vector<interval> copies,
+                            const std::vector<interval>& all, std::int64_t lo, std::int64_t hi) {
+  const std::vector<interval> merged = merge_intervals(std::move(own));
+  f.busy_ns += covered_in(merged, lo, hi);
+  const idle_split idle = split_idle(merged, all, lo, hi);
+  f.idle_host_ns += idle.host_ns;
+  f.idle_kernel_gap_ns += idle.kernel_gap_ns;
+  f.idle_other_ns += idle.other_ns;
+  f.copy_busy_ns += union_length(std::move(copies), lo, hi);
+}
+
+/// Stage 5: busy time per window (clipped to it, summed per entry), idle = window - busy and its
+/// split by kind, copy time, every kernel name merged and sorted (not truncated), activities in
+/// time order.
 inline std::vector<step_gpu_report> finish_reports(round_acc& acc, const std::vector<window>& ws) {
   // The records as the counters would count them: every window read from the round's one timeline.
   acc.counted_busy = merge_intervals(std::move(acc.counted_busy));
@@ -246,12 +279,13 @@ inline std::vector<step_gpu_report> finish_reports(round_acc& acc, const std::ve
   const auto counted_in = [&](const interval& m) {
     return static_cast<std::int64_t>(sampled_busy_ns(counted, m.first, m.second, acc.counted.sample_interval_ns) + 0.5);
   };
+  for (step_acc& s : acc.steps) s.all = merge_intervals(s.busy);
   for (std::size_t w = 0; w < ws.size(); ++w) {
     if (acc.entry[w] < 0) continue;
     step_acc& s = acc.steps[acc.step_slot.at(ws[w].step)];
     const interval m = ws[w].measured();
     gpu_facts& f = s.phases[static_cast<std::size_t>(acc.entry[w])].facts.facts;
-    f.busy_ns += union_length(std::move(acc.busy[w]), m.first, m.second);
+    add_window_busy(f, std::move(acc.busy[w]), std::move(acc.copies[w]), s.all, m.first, m.second);
     if (acc.counted.on()) f.counted_busy_ns = std::max<std::int64_t>(f.counted_busy_ns, 0) + counted_in(m);
   }
   std::vector<step_gpu_report> reports;
@@ -259,7 +293,7 @@ inline std::vector<step_gpu_report> finish_reports(round_acc& acc, const std::ve
   for (step_acc& s : acc.steps) {
     own_and_hidden(s);
     gpu_facts& total = s.report.total;
-    total.busy_ns = union_length(std::move(s.busy), s.window.first, s.window.second);
+    add_window_busy(total, s.all, std::move(s.copies), s.all, s.window.first, s.window.second);
     if (acc.counted.on()) total.counted_busy_ns = counted_in(s.window);
     total.idle_ns = total.window_ns - total.busy_ns;
     for (phase_entry_acc& pa : s.phases) {

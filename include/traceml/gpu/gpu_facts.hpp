@@ -34,6 +34,15 @@ struct gpu_facts {
   std::int64_t window_ns = -1;
   std::int64_t busy_ns = 0;        ///< union of this window's own kernels, copies and memsets, inside the window
   std::int64_t idle_ns = 0;        ///< window_ns - busy_ns: the window ran nothing of its own
+  /// idle_ns by kind (gpu/idle_split.hpp): host wait, kernel-to-kernel wait, other wait; they sum to
+  /// idle_ns. All 0 on an unrecorded step.
+  std::int64_t idle_host_ns = 0;
+  std::int64_t idle_kernel_gap_ns = 0;
+  std::int64_t idle_other_ns = 0;
+  /// The union of the window's own copies (memcpy records, its nested phases' included), inside the
+  /// window: at most busy_ns.
+  std::int64_t copy_busy_ns = 0;
+  std::uint64_t short_kernel_count = 0;  ///< kernels shorter than short_kernel_ns (innermost phase only)
   /// The records as hardware counters would count them inside this window
   /// (attribution_options::counted): every record of the step and of the steps attributed with it
   /// (the counters see the whole GPU) and their boundary markers, each
@@ -62,6 +71,8 @@ struct gpu_facts {
     memcpy_ns += o.memcpy_ns; memcpy_bytes += o.memcpy_bytes;
     memset_ns += o.memset_ns; memset_bytes += o.memset_bytes;
     busy_ns += o.busy_ns; idle_ns += o.idle_ns;
+    idle_host_ns += o.idle_host_ns; idle_kernel_gap_ns += o.idle_kernel_gap_ns; idle_other_ns += o.idle_other_ns;
+    copy_busy_ns += o.copy_busy_ns; short_kernel_count += o.short_kernel_count;
     own_ns += o.own_ns; hidden_ns += o.hidden_ns;
     if (o.counted_busy_ns >= 0) counted_busy_ns = (counted_busy_ns < 0 ? 0 : counted_busy_ns) + o.counted_busy_ns;
     if (o.window_ns >= 0) window_ns = (window_ns < 0 ? 0 : window_ns) + o.window_ns;
@@ -113,6 +124,8 @@ struct phase_gpu_facts {
   /// Every kernel name of this phase in this step, longest total first (not truncated: the run-level
   /// merge must see a kernel that is 11th everywhere).
   std::vector<kernel_stat> kernels;
+  /// Every kernel's duration in this entry (ns, record order), for the median kernel over a run.
+  std::vector<std::int64_t> kernel_durations_ns;
 };
 
 /// One GPU activity record, placed on the now_ns() clock and attributed to the phase that launched it
@@ -148,6 +161,8 @@ struct step_gpu_report {
   std::int64_t peak_allocated_bytes = -1; ///< -1: unknown
   std::int64_t peak_reserved_bytes = -1;
   std::uint64_t unattributed_kernels = 0; ///< kernels inside no phase window of this step
+  /// Their durations (ns): with each phase's kernel_durations_ns, every kernel of the step once.
+  std::vector<std::int64_t> unattributed_kernel_durations_ns;
   std::uint64_t dropped_records = 0;      ///< activity records lost (buffers full)
   std::vector<gpu_activity> activities;   ///< filled only while keep_activities(true)
 };
