@@ -245,6 +245,20 @@ inline kernel_summary read_kernel_summary(const object_reader& r) {
   k.kernels_per_microbatch = r.number("kernels_per_microbatch");
   k.mean_kernel_us = r.number("mean_kernel_us");
   if (r.has("hidden_share")) k.hidden_share = r.share("hidden_share");  // written since schema 3 gained it
+  if (r.has("idle_split")) {  // written since schema 3 gained it, with "launches" and the copies
+    const object_reader i = r.object("idle_split");
+    k.idle_host_ms = i.time_ms("host_ms");
+    k.idle_kernel_gap_ms = i.time_ms("kernel_gap_ms");
+    k.idle_other_ms = i.time_ms("other_ms");
+    const object_reader l = r.object("launches");
+    k.median_kernel_us = l.number("median_kernel_us");
+    if (!(k.median_kernel_us >= 0))
+      throw summary_error(l.at("median_kernel_us") + ": " + l.get("median_kernel_us").dump() +
+                          " is impossible for a time (microseconds, at least 0)");
+    k.short_kernel_share = l.share("short_share");
+    k.copy_ms = r.time_ms("copy_ms");
+    k.copy_share = r.share("copy_share");
+  }
   r.each("top_kernels", [&](const object_reader& t) {
     k.top_kernels.push_back(kernel_figure{t.text("name"), t.count("launches"), t.number("launches_per_step"),
                                           t.number("ms_per_step"), t.number("mean_us")});
@@ -436,6 +450,13 @@ inline run_result read_run(const object_reader& r, bool counter_fields) {
     run.summary.timeline.push_back(step_bucket{static_cast<std::int32_t>(b.integer("first_step")),
                                                static_cast<std::uint32_t>(b.count("steps")), b.time_ms("mean_ms"),
                                                b.time_ms("min_ms"), b.time_ms("max_ms")});
+    if (b.has("memory_steps")) {  // steps with a memory sample, and their mean peak allocated bytes
+      run.summary.timeline.back().memory_steps = static_cast<std::uint32_t>(b.count("memory_steps"));
+      const double bytes = b.number("allocated_bytes");
+      if (!(bytes >= 0)) throw summary_error(b.at("allocated_bytes") + ": " + b.get("allocated_bytes").dump() +
+                                             " is impossible for a memory size (bytes, at least 0)");
+      run.summary.timeline.back().allocated_bytes = bytes;
+    }
     // Not written: the run's total wall time, which the timeline holds bucket by bucket.
     run.summary.total_wall_ms += run.summary.timeline.back().mean_ms * run.summary.timeline.back().steps;
   });

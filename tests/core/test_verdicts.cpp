@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <traceml/analysis/regression_gate.hpp>
+#include <traceml/analysis/run_accumulator.hpp>
 #include <traceml/analysis/verdicts.hpp>
 #include <traceml/sinks/html_report.hpp>
 #include <traceml/sinks/json_summary.hpp>
@@ -371,4 +372,194 @@ TEST_CASE("outside_steps fires when the time between steps is 10% of the run, wi
   CHECK(verdict_advice(v).find("between steps") != std::string::npos);
   // A run whose steps follow one another gets none.
   CHECK(only(judge_run(run_with_gap(0)), verdict_code::outside_steps).empty());
+}
+
+namespace {
+/// A phase with kernel records whose copies fill `copy_share` of a mean GPU window of `window_ms`.
+phase_summary copying_phase(const char* name, double window_ms, double copy_share) {
+  auto p = phase(phase_kind::dataloader, name, 5, 40);
+  p.kernels = kernels(6, 0.2, 20.0, 10);
+  p.kernels->window_ms = stats_of(window_ms, 6);
+  p.kernels->copy_share = copy_share;
+  p.kernels->copy_ms = copy_share * window_ms;
+  return p;
+}
+
+/// flat_run with every step's peak allocated memory given by `mib(step index)`.
+template <class Mib>
+run_summary run_with_memory(Mib mib, std::size_t n = 40) {
+  auto s = flat_run(n);
+  for (auto& b : s.timeline) {
+    b.memory_steps = 1;
+    b.allocated_bytes = mib(static_cast<std::size_t>(b.first_step)) * 1024.0 * 1024.0;
+  }
+  return s;
+}
+}  // namespace
+
+TEST_CASE("copy_bound: copies fill 30% of a phase's GPU window of at least 0.1 ms", "[verdicts][copies]") {
+  auto s = flat_run();
+  s.phases = {copying_phase("h2d", 2.0, 0.29)};
+  CHECK(only(judge_run(s), verdict_code::copy_bound).empty());
+  s.phases = {copying_phase("h2d", 2.0, 0.30)};
+  auto v = only(judge_run(s), verdict_code::copy_bound);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].phase == "h2d");
+  CHECK(v[0].steps == 6);
+  CHECK(std::string(v[0].source) == "kernels");
+  CHECK(v[0].figure("copy_share") == Approx(0.30));
+  CHECK(v[0].figure("copy_ms_per_step") == Approx(0.6));
+  CHECK(v[0].figure("window_ms") == Approx(2.0));
+  CHECK(verdict_evidence(v[0]) == "h2d: copies take 30% of the phase's GPU window (0.60 of 2.00 ms per step) "
+                                  "(6 steps with kernel records)");
+
+  SECTION("a window under 0.1 ms is too short to judge, however full of copies") {
+    s.phases = {copying_phase("h2d", 0.09, 0.9)};
+    CHECK(only(judge_run(s), verdict_code::copy_bound).empty());
+  }
+  SECTION("no kernel records: no copy figure, no verdict") {
+    s.phases = {phase(phase_kind::dataloader, "h2d", 5, 40)};
+    CHECK(only(judge_run(s), verdict_code::copy_bound).empty());
+  }
+}
+
+TEST_CASE("memory_creep: the last quarter's allocated memory 5% and 64 MiB above the first's", "[verdicts][memory]") {
+  // 2 warm-up steps (indices 0, 1), then 40 measured: quarters of 10 steps each.
+  SECTION("100 MiB (10%) more in the last quarter fires, warm-up steps left out") {
+    auto s = run_with_memory([](std::size_t i) { return i < 2 ? 0.0 : i < 32 ? 1000.0 : 1100.0; });
+    auto v = only(judge_run(s), verdict_code::memory_creep);
+    REQUIRE(v.size() == 1);
+    CHECK(v[0].steps == 40);
+    CHECK(v[0].phase.empty());
+    CHECK(v[0].figure("first_quarter_mib") == Approx(1000));
+    CHECK(v[0].figure("last_quarter_mib") == Approx(1100));
+    CHECK(v[0].figure("growth_share") == Approx(0.1));
+    CHECK(verdict_evidence(v[0]) == "allocated GPU memory grows from 1000 MiB in the first quarter of the steps to "
+                                    "1100 MiB in the last (+10%) (40 steps)");
+  }
+  SECTION("a steady rise: quarters' means of a line") {
+    // 2000 MiB + 4 MiB per measured step: first quarter steps 0..9 mean 2018, last 30..39 mean 2138.
+    auto s = run_with_memory([](std::size_t i) { return 2000.0 + 4.0 * (static_cast<double>(i) - 2); });
+    auto v = only(judge_run(s), verdict_code::memory_creep);
+    REQUIRE(v.size() == 1);
+    CHECK(v[0].figure("first_quarter_mib") == Approx(2018));
+    CHECK(v[0].figure("last_quarter_mib") == Approx(2138));
+  }
+  SECTION("under 64 MiB of growth does not fire, even at 6%") {
+    auto s = run_with_memory([](std::size_t i) { return i < 32 ? 1000.0 : 1060.0; });
+    CHECK(only(judge_run(s), verdict_code::memory_creep).empty());
+  }
+  SECTION("under 5% does not fire, even at 64 MiB") {
+    auto s = run_with_memory([](std::size_t i) { return i < 32 ? 2000.0 : 2064.0; });
+    CHECK(only(judge_run(s), verdict_code::memory_creep).empty());
+  }
+  SECTION("memory that falls does not creep") {
+    auto s = run_with_memory([](std::size_t i) { return i < 32 ? 2000.0 : 1000.0; });
+    CHECK(only(judge_run(s), verdict_code::memory_creep).empty());
+  }
+  SECTION("fewer than 8 measured steps with a memory sample: no trend") {
+    auto s = run_with_memory([](std::size_t i) { return i < 5 ? 1000.0 : 2000.0; }, 7);
+    CHECK(only(judge_run(s), verdict_code::memory_creep).empty());
+    s = run_with_memory([](std::size_t i) { return i < 5 ? 1000.0 : 2000.0; }, 8);
+    CHECK(only(judge_run(s), verdict_code::memory_creep).size() == 1);
+  }
+  SECTION("steps without a memory sample count for nothing") {
+    auto s = flat_run();
+    CHECK(only(judge_run(s), verdict_code::memory_creep).empty());
+  }
+}
+
+TEST_CASE("copy_bound and memory_creep from hand-made steps: the summary's figures, then the verdicts",
+          "[verdicts][copies][memory]") {
+  // 12 steps of 10 ms, 2 warm-up. Every step samples memory: 1 GiB, growing by 16 MiB per step.
+  // Steps 4 and 8 are recorded: "h2d" has a GPU window of 2 ms holding 0.8 ms of copies, idle 1 ms
+  // (0.6 host, 0.1 kernel gaps, 0.3 other); its 4 kernels per step last 4, 6, 12 and 30 us.
+  std::vector<step_result> steps;
+  for (int i = 0; i < 12; ++i) {
+    step_result st;
+    st.step = i;
+    st.wall_ms = 10;
+    st.phases.push_back({phase_kind::dataloader, "h2d", 2.0, 1, true});
+    st.residual_ms = 8;
+    step_gpu_report g;
+    g.step = i;
+    g.peak_allocated_bytes = (1LL << 30) + static_cast<std::int64_t>(i) * (16LL << 20);
+    if (i == 4 || i == 8) {
+      g.kernels_measured = true;
+      phase_gpu_facts p;
+      p.kind = phase_kind::dataloader;
+      p.name = "h2d";
+      p.facts.window_ns = 2'000'000;
+      p.facts.busy_ns = 1'000'000;
+      p.facts.idle_ns = 1'000'000;
+      p.facts.idle_host_ns = 600'000;
+      p.facts.idle_kernel_gap_ns = 100'000;
+      p.facts.idle_other_ns = 300'000;
+      p.facts.copy_busy_ns = 800'000;
+      p.facts.kernel_count = 4;
+      p.facts.kernel_ns = 52'000;
+      p.facts.short_kernel_count = 2;
+      p.kernel_durations_ns = {4'000, 6'000, 12'000, 30'000};
+      g.phases.push_back(p);
+      g.total = p.facts;
+    }
+    st.gpu = g;
+    steps.push_back(st);
+  }
+  const run_summary s = summarize_run(steps, 2);
+  REQUIRE(s.phases.size() == 1);
+  REQUIRE(s.phases[0].kernels);
+  const kernel_summary& k = *s.phases[0].kernels;
+  CHECK(k.steps == 2);
+  CHECK(k.idle_host_ms == Approx(0.6));
+  CHECK(k.idle_kernel_gap_ms == Approx(0.1));
+  CHECK(k.idle_other_ms == Approx(0.3));
+  CHECK(k.idle_host_ms + k.idle_kernel_gap_ms + k.idle_other_ms == Approx(k.idle_ms.mean));
+  CHECK(k.copy_ms == Approx(0.8));
+  CHECK(k.copy_share == Approx(0.4));
+  CHECK(k.kernels_per_step == Approx(4));
+  CHECK(k.short_kernel_share == Approx(0.5));
+  // Median of {4, 4, 6, 6, 12, 12, 30, 30} us: between 6 and 12, i.e. 9 us, read within 0.5%.
+  CHECK(k.median_kernel_us == Approx(9).epsilon(0.005));
+  REQUIRE(s.step_kernels);
+  CHECK(s.step_kernels->median_kernel_us == Approx(9).epsilon(0.005));
+  // The timeline keeps each step's memory; the measured steps 2..11 run from 1056 to 1200 MiB.
+  REQUIRE(s.timeline.size() == 12);
+  CHECK(s.timeline[3].memory_steps == 1);
+  CHECK(s.timeline[3].allocated_bytes == Approx((1LL << 30) + 3 * (16LL << 20)));
+
+  const auto vs = judge_run(s);
+  auto copies = only(vs, verdict_code::copy_bound);
+  REQUIRE(copies.size() == 1);
+  CHECK(copies[0].figure("copy_share") == Approx(0.4));
+  CHECK(copies[0].steps == 2);
+  auto creep = only(vs, verdict_code::memory_creep);
+  REQUIRE(creep.size() == 1);
+  CHECK(creep[0].steps == 10);
+  // Quarters of 10 steps: 2.5 steps each. First: steps 2, 3 and half of 4 -> (1056 + 1072 + 0.5 x 1088) / 2.5.
+  CHECK(creep[0].figure("first_quarter_mib") == Approx((1024 + (32 + 48 + 0.5 * 64) / 2.5)));
+  CHECK(creep[0].figure("last_quarter_mib") == Approx((1024 + (176 + 160 + 0.5 * 144) / 2.5)));
+
+  SECTION("the idle split is shown in the table, the JSON summary and the HTML") {
+    run_result r;
+    r.name = "copies";
+    r.steps = steps;
+    r.summary = s;
+    const auto table = format_table(r);
+    CHECK(table.find("GPU idle by kind") != std::string::npos);
+    CHECK(table.find("verdict copy_bound: h2d: copies take 40%") != std::string::npos);
+    CHECK(table.find("verdict memory_creep: ") != std::string::npos);
+    const auto j = nlohmann::json::parse(json_summary({r}));
+    const auto& kj = j["runs"][0]["summary"]["phases"][0]["kernels"];
+    CHECK(kj["idle_split"]["host_ms"].get<double>() == Approx(0.6));
+    CHECK(kj["idle_split"]["kernel_gap_under_us"].get<double>() == Approx(5));
+    CHECK(kj["launches"]["short_under_us"].get<double>() == Approx(10));
+    CHECK(kj["launches"]["short_share"].get<double>() == Approx(0.5));
+    CHECK(kj["copy_share"].get<double>() == Approx(0.4));
+    CHECK(j["runs"][0]["timeline"][3]["memory_steps"] == 1);
+    const auto html = html_report({r});
+    CHECK(html.find("GPU idle by kind") != std::string::npos);
+    CHECK(html.find("<code>copy_bound</code>") != std::string::npos);
+    CHECK(html.find("<code>memory_creep</code>") != std::string::npos);
+  }
 }

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "traceml/analysis/quantile_sketch.hpp"
 #include "traceml/analysis/stats.hpp"
 #include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
@@ -32,8 +33,9 @@ namespace detail {
 class kernel_accumulator {
  public:
   /// One recorded step: the phase's wall time there, its facts (micro-batches summed), its micro-batch
-  /// occurrences and its kernels. A recorded step without the phase is add(0, {}, 0, {}).
-  void add(double wall_ms, const gpu_facts& f, double entries, const std::vector<kernel_stat>& kernels) {
+  /// occurrences, its kernels and their durations. A recorded step without the phase is add(0, {}, 0, {}).
+  void add(double wall_ms, const gpu_facts& f, double entries, const std::vector<kernel_stat>& kernels,
+           const std::vector<std::int64_t>& durations_ns = {}) {
     const std::int64_t window = std::max<std::int64_t>(f.window_ns, 0);
     ++steps_;
     wall_.add(wall_ms);
@@ -49,6 +51,12 @@ class kernel_accumulator {
     window_total_ += static_cast<double>(window);
     own_total_ += static_cast<double>(f.own_ns);
     hidden_total_ += static_cast<double>(f.hidden_ns);
+    idle_host_total_ += static_cast<double>(f.idle_host_ns);
+    idle_gap_total_ += static_cast<double>(f.idle_kernel_gap_ns);
+    idle_other_total_ += static_cast<double>(f.idle_other_ns);
+    copy_total_ += static_cast<double>(f.copy_busy_ns);
+    short_total_ += static_cast<double>(f.short_kernel_count);
+    for (const auto d : durations_ns) kernel_durations_.add(static_cast<double>(d));
     merge_kernels(kernels_, kernels);  // every name kept: a kernel 11th on every step can be 1st of the run
   }
 
@@ -69,6 +77,13 @@ class kernel_accumulator {
     k.kernels_per_microbatch = entries_ > 0 ? launches_ / entries_ : 0;
     k.mean_kernel_us = launches_ > 0 ? kernel_total_ / launches_ / 1e3 : 0;
     k.hidden_share = own_total_ > 0 ? std::clamp(hidden_total_ / own_total_, 0.0, 1.0) : 0;
+    k.idle_host_ms = idle_host_total_ / 1e6 / n;
+    k.idle_kernel_gap_ms = idle_gap_total_ / 1e6 / n;
+    k.idle_other_ms = idle_other_total_ / 1e6 / n;
+    k.copy_ms = copy_total_ / 1e6 / n;
+    if (window_total_ > 0) k.copy_share = std::clamp(copy_total_ / window_total_, 0.0, 1.0);
+    k.median_kernel_us = kernel_durations_.count() ? kernel_durations_.quantile(0.5) / 1e3 : 0;
+    k.short_kernel_share = launches_ > 0 ? std::clamp(short_total_ / launches_, 0.0, 1.0) : 0;
     k.top_kernels = top_kernel_figures(kernels_, static_cast<std::size_t>(steps_));  // truncated only now, after every step was merged
     return k;
   }
@@ -78,6 +93,8 @@ class kernel_accumulator {
   running_stats wall_, window_, kernel_, busy_, idle_;
   double launches_ = 0, entries_ = 0, kernel_total_ = 0, busy_total_ = 0, idle_total_ = 0, window_total_ = 0;
   double own_total_ = 0, hidden_total_ = 0;
+  double idle_host_total_ = 0, idle_gap_total_ = 0, idle_other_total_ = 0, copy_total_ = 0, short_total_ = 0;
+  quantile_sketch kernel_durations_{sketch_relative_error};  // bounded: log-spaced buckets, not the values
   std::vector<kernel_stat> kernels_;
 };
 
@@ -186,6 +203,7 @@ struct phase_on_step {
   bool any = false, span_known = true;
   double entries = 0;
   std::vector<kernel_stat> kernels;
+  std::vector<std::int64_t> durations_ns;
 };
 
 inline phase_on_step gpu_of_phase(const step_gpu_report& g, phase_kind kind, const std::string& name) {
@@ -198,6 +216,7 @@ inline phase_on_step gpu_of_phase(const step_gpu_report& g, phase_kind kind, con
     out.facts += e.facts;
     if (e.microbatch >= 0) out.entries += 1;
     merge_kernels(out.kernels, e.kernels);
+    out.durations_ns.insert(out.durations_ns.end(), e.kernel_durations_ns.begin(), e.kernel_durations_ns.end());
   }
   return out;
 }
@@ -301,6 +320,12 @@ class run_accumulator {
     }
     auto& b = timeline_.back();
     b.mean_ms += (st.wall_ms - b.mean_ms) / static_cast<double>(++b.steps);
+    if (st.gpu && st.gpu->peak_allocated_bytes >= 0) {
+      const auto bytes = static_cast<double>(st.gpu->peak_allocated_bytes);
+      const double before = b.memory_steps == 0 ? bytes : b.allocated_bytes;
+      b.allocated_bytes = before + (bytes - before) / (b.memory_steps + 1.0);
+      ++b.memory_steps;
+    }
     b.min_ms = std::min(b.min_ms, st.wall_ms);
     b.max_ms = std::max(b.max_ms, st.wall_ms);
   }
@@ -311,6 +336,10 @@ class run_accumulator {
     m.mean_ms = (a.mean_ms * a.steps + b.mean_ms * b.steps) / static_cast<double>(m.steps);
     m.min_ms = std::min(a.min_ms, b.min_ms);
     m.max_ms = std::max(a.max_ms, b.max_ms);
+    m.memory_steps = a.memory_steps + b.memory_steps;
+    if (m.memory_steps > 0)
+      m.allocated_bytes = (std::max(a.allocated_bytes, 0.0) * a.memory_steps +
+                           std::max(b.allocated_bytes, 0.0) * b.memory_steps) / static_cast<double>(m.memory_steps);
     return m;
   }
 
@@ -343,8 +372,12 @@ class run_accumulator {
     if (rec) {
       recorded_step_.add(st.wall_ms);
       std::vector<kernel_stat> all;
-      for (const auto& p : st.gpu->phases) merge_kernels(all, p.kernels);
-      step_kernels_.add(st.wall_ms, st.gpu->total, 0, all);
+      std::vector<std::int64_t> durations = st.gpu->unattributed_kernel_durations_ns;
+      for (const auto& p : st.gpu->phases) {
+        merge_kernels(all, p.kernels);
+        durations.insert(durations.end(), p.kernel_durations_ns.begin(), p.kernel_durations_ns.end());
+      }
+      step_kernels_.add(st.wall_ms, st.gpu->total, 0, all, durations);
     }
     const bool sam = sampled(st);
     if (sam) step_counters_.add(st.gpu->total, true, rec);
@@ -391,7 +424,7 @@ class run_accumulator {
     }
     if (rec) {
       pa.ran_recorded = pa.ran_recorded || g.any;
-      pa.kernels.add(wall, g.facts, g.entries, g.kernels);
+      pa.kernels.add(wall, g.facts, g.entries, g.kernels, g.durations_ns);
     }
     if (sam && pa.counters.add(g.facts, g.any, rec)) {
       pa.ran_sampled = pa.ran_sampled || g.any;

@@ -84,6 +84,20 @@ struct kernel_summary {
   /// the step ran beside it on another stream (gpu_facts::hidden_ns): for communication, how much of
   /// it was hidden under compute (backward, with DDP-style overlap). 0 when everything ran on one stream.
   double hidden_share = 0;
+  /// The idle time by kind (gpu/idle_split.hpp), mean ms per step over the same steps: host wait,
+  /// kernel-to-kernel wait (gaps under idle_kernel_gap_ns), other wait (other work of the step ran
+  /// beside the idle window). They sum to idle_ms.mean.
+  double idle_host_ms = 0;
+  double idle_kernel_gap_ms = 0;
+  double idle_other_ms = 0;
+  /// Copies (memcpy records): the union of the window's copies inside it, mean ms per step, and its
+  /// total over the total window, in [0, 1] (0 without a window).
+  double copy_ms = 0;
+  double copy_share = 0;
+  /// The median kernel duration over every kernel of these steps, read from a DDSketch of them
+  /// (quantile_sketch.hpp: within 0.5% of the exact median); 0 without kernels.
+  double median_kernel_us = 0;
+  double short_kernel_share = 0;   ///< launches shorter than short_kernel_ns / launches, in [0, 1]
   std::vector<kernel_figure> top_kernels;  ///< merged over the steps first, then the longest top_kernel_count
 };
 
@@ -171,6 +185,10 @@ struct step_bucket {
   std::int32_t first_step = 0;
   std::uint32_t steps = 0;
   double mean_ms = 0, min_ms = 0, max_ms = 0;
+  /// GPU memory along the run: the mean of the peak allocated bytes of the bucket's steps that
+  /// sampled it (memory_steps of them; allocated_bytes is -1 when none did).
+  std::uint32_t memory_steps = 0;
+  double allocated_bytes = -1;
 };
 
 /// How many points the step-time timeline keeps: beyond, neighbours merge (the resolution halves),

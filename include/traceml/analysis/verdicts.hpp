@@ -30,6 +30,8 @@ enum class verdict_code {
   residual_heavy,  ///< much of the step lies in no phase
   unstable,        ///< the step time drifts, splits in two, or spreads so widely that medians mislead
   outside_steps,   ///< much of the run's wall time lies between its steps (evaluation, checkpoints, epoch ends)
+  copy_bound,      ///< host-device copies take a large share of a phase's GPU window
+  memory_creep,    ///< allocated GPU memory rises along the run
 };
 
 inline const char* to_string(verdict_code c) noexcept {
@@ -41,6 +43,8 @@ inline const char* to_string(verdict_code c) noexcept {
     case verdict_code::residual_heavy: return "residual_heavy";
     case verdict_code::unstable: return "unstable";
     case verdict_code::outside_steps: return "outside_steps";
+    case verdict_code::copy_bound: return "copy_bound";
+    case verdict_code::memory_creep: return "memory_creep";
   }
   return "unknown";
 }
@@ -87,6 +91,11 @@ struct verdict_thresholds {
   double bimodal_separation = 5.0;     ///< ... and whose gap is this many times their pooled spread (uniform: 3.5, normal: 2.7)
   std::size_t min_steps = 8;           ///< fewer measured steps: no verdict on the step's shape
   double outside_share = 0.10;         ///< time between steps, share of the steps' span (first start to last end)
+  double copy_share = 0.30;            ///< copies (their union), share of a phase's GPU window: copy-bound ...
+  double copy_min_window_ms = 0.1;     ///< ... for a mean GPU window at least this long (shorter: noise)
+  double creep_share = 0.05;           ///< allocated memory, last quarter of the steps over the first, minus 1 ...
+  double creep_bytes = 64.0 * 1024 * 1024;  ///< ... and a growth of at least this much (smaller: allocator noise)
+  std::size_t creep_min_steps = 8;     ///< measured steps with a memory sample needed to judge a trend
 };
 
 namespace detail {
@@ -154,10 +163,38 @@ inline two_groups best_split(std::vector<std::pair<double, double>> pts) {
   return best;
 }
 
+/// Allocated memory over the measured steps from the timeline (warm-up buckets left out, buckets
+/// without a memory sample too): {mean bytes, steps with a sample} per bucket.
+inline std::vector<std::pair<double, double>> measured_memory(const run_summary& s) {
+  std::vector<std::pair<double, double>> out;
+  for (const auto& b : s.timeline) {
+    const auto end = static_cast<std::size_t>(b.first_step) + b.steps;
+    if (end <= s.warmup_steps || b.memory_steps == 0 || b.allocated_bytes < 0) continue;
+    out.emplace_back(b.allocated_bytes, static_cast<double>(b.memory_steps));
+  }
+  return out;
+}
+
+/// The weighted mean of the first (`from_end` false) or last quarter of the points' weight; a bucket
+/// across the quarter's edge counts with the part of its weight inside.
+inline double quarter_mean(const std::vector<std::pair<double, double>>& pts, bool from_end) {
+  double total = 0;
+  for (const auto& p : pts) total += p.second;
+  const double quarter = total / 4;
+  double taken = 0, sum = 0;
+  for (std::size_t i = 0; i < pts.size() && taken < quarter; ++i) {
+    const auto& p = pts[from_end ? pts.size() - 1 - i : i];
+    const double w = std::min(p.second, quarter - taken);
+    sum += p.first * w;
+    taken += w;
+  }
+  return taken > 0 ? sum / taken : 0;
+}
+
 }  // namespace detail
 
 /// The verdicts of one run, in a fixed order (input, host, GPU, kernels, residual, stability, time
-/// outside steps). A run
+/// outside steps, copies, memory). A run
 /// without GPU figures gets only the CPU ones; a figure that was not measured never fires a verdict.
 inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresholds& t = {}) {
   std::vector<verdict> out;
@@ -254,6 +291,32 @@ inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresh
                            {"outside_phases_ms", o.phases_ms},
                            {"span_ms", o.steps_span_ms}},
                           s.steps});
+
+  // copy_bound: copies fill a phase's GPU window (kernel records: the union of its copies inside it).
+  for (const auto& p : s.phases) {
+    if (!p.kernels || p.kernels->steps == 0 || p.kernels->window_ms.mean < t.copy_min_window_ms) continue;
+    if (p.kernels->copy_share >= t.copy_share)
+      out.push_back(verdict{verdict_code::copy_bound, p.name,
+                            {{"copy_share", p.kernels->copy_share},
+                             {"copy_ms_per_step", p.kernels->copy_ms},
+                             {"window_ms", p.kernels->window_ms.mean}},
+                            p.kernels->steps, "kernels"});
+  }
+
+  // memory_creep: allocated memory of the last quarter of the measured steps against the first's.
+  const auto memory = detail::measured_memory(s);
+  double memory_steps = 0;
+  for (const auto& m : memory) memory_steps += m.second;
+  if (memory_steps >= static_cast<double>(t.creep_min_steps)) {
+    const double first = detail::quarter_mean(memory, false), last = detail::quarter_mean(memory, true);
+    const double growth = last - first;
+    if (first > 0 && growth >= t.creep_bytes && growth >= t.creep_share * first)
+      out.push_back(verdict{verdict_code::memory_creep, "",
+                            {{"first_quarter_mib", first / (1024.0 * 1024.0)},
+                             {"last_quarter_mib", last / (1024.0 * 1024.0)},
+                             {"growth_share", growth / first}},
+                            static_cast<std::size_t>(memory_steps), "timeline"});
+  }
   return out;
 }
 

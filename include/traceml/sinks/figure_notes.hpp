@@ -11,6 +11,7 @@
 #include "traceml/analysis/summary.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/format.hpp"
+#include "traceml/gpu/idle_split.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
@@ -43,6 +44,15 @@ inline std::size_t kernel_steps(const run_summary& s) {
   for (const auto& p : s.phases)
     if (p.kernels) return p.kernels->steps;
   return 0;
+}
+
+/// What the idle split's kinds and the launch statistics mean, with their thresholds, in one sentence.
+inline std::string idle_split_note() {
+  return "kernel gaps: nothing on the GPU for under " + fixed_text(static_cast<double>(idle_kernel_gap_ns) / 1e3, 0) +
+         " us between two activities; other: other work of the step ran beside the phase (another stream); "
+         "host: nothing queued (longer gaps, or before the first or after the last activity); median kernel "
+         "within 0.5% (DDSketch); short: kernels under " + fixed_text(static_cast<double>(short_kernel_ns) / 1e3, 0) +
+         " us; copy: the union of the phase's copies, share of its GPU window";
 }
 
 /// How many steps the hardware-counter figures rest on (sampled steps after warm-up); 0 without any.

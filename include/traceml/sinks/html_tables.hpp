@@ -275,6 +275,34 @@ inline void kernel_row(std::string& o, const std::string& name_html, const kerne
   o += "</tr>\n";
 }
 
+/// One row of the idle table: the idle time by kind (adding up to idle ms), launches and copies.
+inline void idle_split_row(std::string& o, const std::string& name_html, const kernel_summary& k) {
+  const bool launched = k.kernels_per_step > 0;
+  o += "<tr><td>" + name_html + "</td>" + num_cell(ms(k.idle_ms.mean)) + num_cell(ms(k.idle_host_ms)) +
+       num_cell(ms(k.idle_kernel_gap_ms)) + num_cell(ms(k.idle_other_ms)) + num_cell(count_text(k.kernels_per_step)) +
+       num_cell(launched ? fixed(k.median_kernel_us, 1) : "&ndash;") +
+       num_cell(launched ? pct(k.short_kernel_share) : "&ndash;") +
+       num_cell(k.window_ms.mean > 0 ? pct(k.copy_share) : "&ndash;") + "</tr>\n";
+}
+
+/// Where each phase's GPU idle time went and how it launches, per recorded step.
+inline void idle_split_table(std::string& o, const run_summary& s) {
+  o += "<table class=\"data idle\">\n<caption>GPU idle by kind, mean per step " + recorded_steps_note(s) +
+       ": host + kernel gaps + other = idle</caption>\n";
+  header_row(o, {"phase", "idle ms", "host ms", "kernel gaps ms", "other ms", "launches/step", "median kernel &micro;s",
+                 "short kernels", "copy share"});
+  o += "<tbody>\n";
+  for (const auto& p : s.phases)
+    if (has_gpu_facts(p)) idle_split_row(o, escape(p.name), *p.kernels);
+  o += "</tbody>\n";
+  if (s.step_kernels) {
+    o += "<tfoot>";
+    idle_split_row(o, "step", *s.step_kernels);
+    o += "</tfoot>\n";
+  }
+  o += "</table>\n<p class=\"muted\">" + escape(idle_split_note()) + ".</p>\n";
+}
+
 /// GPU facts per phase (and the whole step), then each phase's top kernels; all per recorded step.
 inline void gpu_tables(std::string& o, const run_result& r) {
   const auto& s = r.summary;
@@ -299,6 +327,7 @@ inline void gpu_tables(std::string& o, const run_result& r) {
   if (hidden)
     o += "<p class=\"muted\">hidden share: of the phase's own GPU time (the union of its records), the share during "
          "which other work of the step ran beside it on another stream (communication hidden under backward).</p>\n";
+  idle_split_table(o, s);
   for (const auto& p : s.phases) {
     if (!has_gpu_facts(p) || p.kernels->top_kernels.empty()) continue;
     o += "<h4>Top kernels in " + escape(p.name) + "</h4>\n<table class=\"data kernels\">\n<caption>Per step " + over +

@@ -12,6 +12,7 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/json_writer.hpp"
 #include "traceml/detail/output_file.hpp"
+#include "traceml/gpu/idle_split.hpp"
 #include "traceml/sinks/verdict_words.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -86,6 +87,19 @@ inline void write_kernels(json_writer& w, const std::vector<kernel_stat>& ks) {
   w.end_array();
 }
 
+/// A kernel_summary's idle time by kind, launch statistics and copies (gpu/idle_split.hpp), each with
+/// the threshold it was split by; over the summary's `steps`.
+inline void write_idle_split(json_writer& w, const kernel_summary& k) {
+  w.key("idle_split").begin_object().member("host_ms", k.idle_host_ms).member("kernel_gap_ms", k.idle_kernel_gap_ms);
+  w.member("other_ms", k.idle_other_ms).member("kernel_gap_under_us", static_cast<double>(idle_kernel_gap_ns) / 1e3);
+  w.end_object();
+  w.key("launches").begin_object().member("per_step", k.kernels_per_step);
+  w.member("median_kernel_us", k.median_kernel_us);
+  w.member("short_share", k.short_kernel_share).member("short_under_us", static_cast<double>(short_kernel_ns) / 1e3);
+  w.end_object();
+  w.member("copy_ms", k.copy_ms).member("copy_share", k.copy_share);
+}
+
 /// One kernel_summary: every figure over the same `steps` recorded steps.
 inline void write_kernel_summary(json_writer& w, const kernel_summary& k) {
   w.begin_object().member("steps", static_cast<std::uint64_t>(k.steps));
@@ -99,6 +113,7 @@ inline void write_kernel_summary(json_writer& w, const kernel_summary& k) {
   w.member("busy_share", k.busy_share).member("idle_share", k.idle_share);
   w.member("kernels_per_step", k.kernels_per_step).member("kernels_per_microbatch", k.kernels_per_microbatch);
   w.member("mean_kernel_us", k.mean_kernel_us).member("hidden_share", k.hidden_share);
+  write_idle_split(w, k);
   w.key("top_kernels").begin_array();
   for (const auto& f : k.top_kernels) {
     w.begin_object().member("name", f.name).member("launches", f.launches);
@@ -271,7 +286,10 @@ inline void write_run_json(detail::json_writer& w, const run_result& run) {
   w.key("timeline").begin_array();
   for (const auto& b : run.summary.timeline) {
     w.begin_object().member("first_step", b.first_step).member("steps", static_cast<std::uint64_t>(b.steps));
-    w.member("mean_ms", b.mean_ms).member("min_ms", b.min_ms).member("max_ms", b.max_ms).end_object();
+    w.member("mean_ms", b.mean_ms).member("min_ms", b.min_ms).member("max_ms", b.max_ms);
+    if (b.memory_steps > 0)
+      w.member("memory_steps", static_cast<std::uint64_t>(b.memory_steps)).member("allocated_bytes", b.allocated_bytes);
+    w.end_object();
   }
   w.end_array();
   w.key("verdicts").begin_array();

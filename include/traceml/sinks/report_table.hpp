@@ -132,6 +132,32 @@ inline std::string counter_cells(const counter_columns& c, const counter_summary
   return out;
 }
 
+/// One compact line of the idle block: the idle time by kind, then the launch statistics and copies.
+inline std::string idle_split_cells(const kernel_summary& k) {
+  return pad(ms_text(k.idle_ms.mean, 3), 11) + pad(ms_text(k.idle_host_ms, 3), 11) +
+         pad(ms_text(k.idle_kernel_gap_ms, 3), 13) + pad(ms_text(k.idle_other_ms, 3), 11) +
+         pad(count_text(k.kernels_per_step), 14) +
+         pad(k.kernels_per_step > 0 ? fixed_text(k.median_kernel_us, 1) : "-", 12) +
+         pad(k.kernels_per_step > 0 ? fixed_text(k.short_kernel_share * 100, 1) : "-", 9) +
+         pad(k.window_ms.mean > 0 ? fixed_text(k.copy_share * 100, 1) : "-", 8);
+}
+
+/// The GPU idle block under the main table (recorded steps): per phase with kernel records, then the
+/// step, where the idle time went (host, kernel gaps, other work beside it; they add up to idle ms)
+/// and how the phase launches (launches per step, the median kernel, the share of short ones).
+inline std::string idle_split_block(const run_summary& s) {
+  const std::string header = pad("GPU idle by kind", 22, true) + pad("idle ms", 11) + pad("host ms", 11) +
+                             pad("k. gaps ms", 13) + pad("other ms", 11) + pad("launches/step", 14) +
+                             pad("median us", 12) + pad("short %", 9) + pad("copy %", 8);
+  const std::string rule(header.size(), '-');
+  std::string out = header + "\n" + rule + "\n";
+  for (const auto& p : s.phases)
+    if (p.kernels) out += phase_label(p) + idle_split_cells(*p.kernels) + "\n";
+  if (s.step_kernels) out += rule + "\n" + pad("step", 22, true) + idle_split_cells(*s.step_kernels) + "\n";
+  return out + "mean per step over " + steps_of(kernel_steps(s), s.step_ms.count) + " (recorded, CUPTI); " +
+         idle_split_note() + "\n";
+}
+
 /// The steps the sampled figures rest on, the agreement columns' steps, and the samples' reach:
 /// "busy ms, busy/SM/tensor/DRAM % of the sampled GPU window: 9 of 10 steps (sampled, hardware
 /// counters); rec. counters/kernels %: GPU busy from counters and from kernel records on the same 1
@@ -267,6 +293,7 @@ inline std::string format_table(const run_result& run) {
   if (cols.gpu_ms || cols.kernels) out += detail::table_footer(s, cols);
   if (detail::counter_steps(s) > 0) out += "\n" + detail::counter_block(s);
   if (const std::string outside = detail::outside_steps_block(s); !outside.empty()) out += "\n" + outside;
+  if (detail::kernel_steps(s) > 0) out += "\n" + detail::idle_split_block(s);
   if (s.tokens_per_s > 0) out += "throughput: " + detail::fixed_text(s.tokens_per_s, 1) + " tokens/s\n";
   if (s.samples_per_s > 0) out += "throughput: " + detail::fixed_text(s.samples_per_s, 2) + " samples/s\n";
   if (s.peak_allocated_bytes >= 0)

@@ -82,6 +82,15 @@ inline std::string verdict_evidence(const verdict& v) {
         out += "; phases outside steps take " + verdict_num(v.figure("outside_phases_ms"), "%.1f") + " ms";
       return out + detail::verdict_steps(v);
     }
+    case verdict_code::copy_bound:
+      return where + "copies take " + verdict_pct(v.figure("copy_share")) + " of the phase's GPU window (" +
+             verdict_num(v.figure("copy_ms_per_step"), "%.2f") + " of " + verdict_num(v.figure("window_ms"), "%.2f") +
+             " ms per step)" + detail::verdict_steps(v);
+    case verdict_code::memory_creep:
+      return "allocated GPU memory grows from " + verdict_num(v.figure("first_quarter_mib"), "%.0f") +
+             " MiB in the first quarter of the steps to " + verdict_num(v.figure("last_quarter_mib"), "%.0f") +
+             " MiB in the last (" +
+             verdict_num(100.0 * v.figure("growth_share"), "%+.0f") + "%)" + detail::verdict_steps(v);
   }
   return {};
 }
@@ -108,6 +117,12 @@ inline std::string verdict_advice(const verdict& v) {
       return "see what runs between steps (the outside-steps table, the trace's \"between steps\" track): evaluate "
              "or checkpoint less often or on fewer batches, overlap it with training, or wrap it in phases "
              "(TRACEML_PHASE_NAMED) to name it";
+    case verdict_code::copy_bound:
+      return "move copies off the critical path: pinned memory and non-blocking copies on a side stream, fewer "
+             "and larger transfers, or keep the data on the GPU";
+    case verdict_code::memory_creep:
+      return "look for tensors kept across steps: losses or outputs stored without .item() or .detach(), growing "
+             "caches or lists";
   }
   return {};
 }
