@@ -2,7 +2,7 @@
 """Checks a traceml JSON summary for impossible numbers: every share and every coverage within
 [0, 1] (null: not measured), every percentage of a whole within [0, 100] (a gap between runs may be
 larger), busy + idle == window wherever the
-three are given, every statistics object with a count, and every hardware-counter object resting on
+three are given, host + kernel gaps + other == idle where the idle split is given, every statistics object with a count, and every hardware-counter object resting on
 no more steps than its sample set has (sampled steps are measured steps; the agreement's steps are
 sampled and recorded). Prints one line per problem and exits 1 when there is any.
 
@@ -30,6 +30,11 @@ def walk(node, path, problems):
             mean = lambda v: v["mean"] if isinstance(v, dict) else v
             if abs(mean(b) + mean(i) - mean(w)) > 1e-6 * max(1.0, abs(mean(w))):
                 problems.append(f"{path}: busy {mean(b)} + idle {mean(i)} != window {mean(w)}")
+        if isinstance(node.get("idle_split"), dict) and isinstance(node.get("idle_ms"), dict):
+            split, idle = node["idle_split"], node["idle_ms"]["mean"]
+            parts = sum(split.get(k, 0) for k in ("host_ms", "kernel_gap_ms", "other_ms"))
+            if abs(parts - idle) > 1e-6 * max(1.0, abs(idle)):
+                problems.append(f"{path}: idle by kind {parts} != idle {idle}")
         if {"median", "mean", "p10", "p90"} <= node.keys() and "count" not in node:
             problems.append(f"{path}: statistics without a count")
         for key, value in node.items():

@@ -219,4 +219,22 @@ inline traceml::run_result mixed_run_side_by_side() {
       [](traceml::gpu_facts&) {});
 }
 
+/// mixed_run with its recorded step's idle time split by kind (gpu/idle_split.hpp) and copies:
+/// each forward micro-batch's 2.5 ms idle as 1.5 host, 0.5 kernel gaps, 0.5 other; each backward's
+/// 2.5 as 2 host, 0.5 kernel gaps; the optimizer's 2 all host; each dataloader's 0.5 as 0.1 host,
+/// 0.4 other, with 0.2 ms of copies in its window. Per recorded step: forward 3 / 1 / 1 ms.
+inline traceml::run_result mixed_run_idle_split() {
+  return mixed_run_edited(
+      [](traceml::gpu_facts& f, const std::string& name) {
+        using detail_mixed::ns;
+        const double host = name == "forward" ? 1.5 : name == "backward" ? 2.0 : name == "optimizer" ? 2.0 : 0.1;
+        const double gaps = name == "forward" || name == "backward" ? 0.5 : 0.0;
+        f.idle_host_ns = ns(host);
+        f.idle_kernel_gap_ns = ns(gaps);
+        f.idle_other_ns = f.idle_ns - f.idle_host_ns - f.idle_kernel_gap_ns;
+        if (name == "dataloader") f.copy_busy_ns = ns(0.2);
+      },
+      [](traceml::gpu_facts& total) { total.idle_host_ns = total.idle_ns; });
+}
+
 }  // namespace traceml_test

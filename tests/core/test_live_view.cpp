@@ -157,7 +157,7 @@ TEST_CASE("the snapshot's numbers come from the published steps", "[live]") {
                               phase_time{phase_kind::user, "inner", 1, 1, false}});
     s0.gpu = step_gpu_report{};
     s0.gpu->total.span_ns = 9'000'000;
-    phase_gpu_facts f0{phase_kind::forward, "forward", 0, {}, {}}, f1 = f0, bw{phase_kind::backward, "backward", 0, {}, {}};
+    phase_gpu_facts f0{phase_kind::forward, "forward", 0, {}, {}, {}}, f1 = f0, bw{phase_kind::backward, "backward", 0, {}, {}, {}};
     f0.facts.span_ns = 2'000'000;
     f1.microbatch = 1;
     f1.facts.span_ns = 1'500'000;

@@ -71,11 +71,15 @@ TEST_CASE("a summary read back writes the same text", "[reader]") {
   auto long_run = traceml_test::mixed_run();
   long_run.name = "long";
   long_run.steps.clear();  // a run longer than keep_steps: summary only, "steps_included": false
-  const std::vector<run_result> runs = {traceml_test::mixed_run(), cpu_run(), long_run,
-                                        traceml_test::mixed_run_as_counted(), traceml_test::mixed_run_side_by_side()};
+  const std::vector<run_result> runs = {traceml_test::mixed_run(),
+                                        cpu_run(),
+                                        long_run,
+                                        traceml_test::mixed_run_as_counted(),
+                                        traceml_test::mixed_run_side_by_side(),
+                                        traceml_test::mixed_run_idle_split()};
   const std::string written = json_summary(runs);
   const auto read = parse_summary(written);
-  REQUIRE(read.runs.size() == 5);
+  REQUIRE(read.runs.size() == 6);
   const auto optimizer_of = [](const run_result& r) {
     for (const auto& p : r.summary.phases)
       if (p.name == "optimizer") return p.kernels->hidden_share;
@@ -83,6 +87,18 @@ TEST_CASE("a summary read back writes the same text", "[reader]") {
   };
   CHECK(optimizer_of(read.runs[4]) == Approx(0.4));
   CHECK(optimizer_of(read.runs[0]) == 0);
+  {  // the idle split and copies of the recorded step, read back (mixed_run_idle_split)
+    const auto& fwd = *read.runs[5].summary.phases[1].kernels;
+    CHECK(fwd.idle_host_ms == Approx(3));
+    CHECK(fwd.idle_kernel_gap_ms == Approx(1));
+    CHECK(fwd.idle_other_ms == Approx(1));
+    CHECK(fwd.idle_host_ms + fwd.idle_kernel_gap_ms + fwd.idle_other_ms == Approx(fwd.idle_ms.mean));
+    const auto& data = *read.runs[5].summary.phases[0].kernels;
+    CHECK(data.copy_ms == Approx(0.4));
+    CHECK(data.copy_share == Approx(0.4));  // 0.4 of a 1 ms window
+    CHECK(read.runs[0].summary.timeline[5].memory_steps == 1);
+    CHECK(read.runs[0].summary.timeline[5].allocated_bytes == Approx((2LL << 30) + (1LL << 20)));
+  }
   CHECK(read.runs[3].summary.counted_interval_us == Approx(100));
   CHECK(read.runs[3].summary.launch_engine_us == Approx(1.5));
   CHECK(read.runs[3].summary.step_counters->recorded_counted_share == Approx(21.5 / 31.5));
