@@ -125,7 +125,7 @@ struct phase_gpu_facts {
   /// merge must see a kernel that is 11th everywhere).
   std::vector<kernel_stat> kernels;
   /// Every kernel's duration in this entry (ns, record order), for the median kernel over a run.
-  std::vector<std::int64_t> kernel_durations_ns;
+  std::vector<std::int64_t> kernel_durations_ns{};
 };
 
 /// One GPU activity record, placed on the now_ns() clock and attributed to the phase that launched it
@@ -162,7 +162,7 @@ struct step_gpu_report {
   std::int64_t peak_reserved_bytes = -1;
   std::uint64_t unattributed_kernels = 0; ///< kernels inside no phase window of this step
   /// Their durations (ns): with each phase's kernel_durations_ns, every kernel of the step once.
-  std::vector<std::int64_t> unattributed_kernel_durations_ns;
+  std::vector<std::int64_t> unattributed_kernel_durations_ns{};
   std::uint64_t dropped_records = 0;      ///< activity records lost (buffers full)
   std::vector<gpu_activity> activities;   ///< filled only while keep_activities(true)
 };
