@@ -9,6 +9,10 @@
 // untouched: the sampler sees the whole GPU, and the windows come from elsewhere
 // (pm_sampling_source.hpp).
 //
+// This class owns the sampling's lifecycle (start, pause, resume, stop) and its decoding thread; it
+// composes the configuration (pm_sampling_config.hpp: which counters, the config image, the sampling
+// object) and the decoding (pm_sample_decoder.hpp: passes of the counter-data image into pm_samples).
+//
 // Failures are reported once, with the cause and the fix, and leave the sampler unavailable:
 // insufficient privileges (profiling restricted to admin users by the driver), an unsupported GPU,
 // counters already taken by another tool (Nsight Compute/Systems, DCGM), no device or no CUPTI.
@@ -35,88 +39,12 @@
 #include "traceml/clock.hpp"
 #include "traceml/config.hpp"
 #include "traceml/gpu/device_check.hpp"
+#include "traceml/gpu/pm_sample_decoder.hpp"
 #include "traceml/gpu/pm_samples.hpp"
 #include "traceml/gpu/pm_sampling_api.hpp"
+#include "traceml/gpu/pm_sampling_config.hpp"
 
 TRACEML_BEGIN_NAMESPACE
-
-struct pm_sampler_options {
-  int device = -1;                     ///< CUDA device index; -1: the current device
-  /// Sampling interval: 1 ms, as Kineto samples. Decoding costs a fixed part per pass plus about
-  /// 25 us per sample on an H200 with the five default counters (small_steps, counters mode): at
-  /// 100 us it kept 38-49% of one core busy, at 500 us 11%, at 1 ms 5%, and on a host with few cores
-  /// per GPU that core is the trainer's own (data loading, launches). 1 ms still gives 10 samples in a
-  /// 10 ms phase and hundreds per phase over a run; a phase's edges are blurred by up to one sample,
-  /// so for phases under ~10 ms per step set 100-500 us and pay the decoding.
-  std::int64_t interval_ns = 1000000;
-  /// The GPU-side ring of raw samples (taken from device memory): at 1 ms, minutes of samples.
-  std::size_t hardware_buffer_bytes = std::size_t{64} << 20;
-  /// Samples one decode pass can hold (the host counter-data image, initialized again after every
-  /// pass, which is most of a pass's fixed cost). 256 hold 256 ms at 1 ms, one decode period and a
-  /// margin; a fuller buffer takes more passes.
-  std::uint32_t max_samples = 256;
-  /// How often the worker decodes the hardware buffer (0: no worker; flush() decodes). Fewer, fuller
-  /// passes cost less: at 1 ms, 200 ms passes took 5% of a core where 20 ms passes at 100 us took 49%.
-  int decode_period_ms = 200;
-  bool tensor = true;                  ///< add the tensor-pipe counter when one pass allows it
-  bool dram = true;                    ///< add the DRAM-throughput counter when one pass allows it
-};
-
-/// Counts of what the sampler did (read any time).
-struct pm_sampler_stats {
-  std::uint64_t samples = 0;           ///< decoded and evaluated
-  std::uint64_t decode_passes = 0;
-  std::uint64_t overflows = 0;         ///< hardware buffer or counter-data image full: samples lost
-  std::uint64_t irregular = 0;         ///< the session's first, longer than 4 intervals, or not finite: dropped
-  std::int64_t decode_cpu_ns = 0;      ///< wall time of the worker's decode passes
-  std::int64_t first_ns = 0, last_ns = 0;  ///< first sample's begin, last sample's end (GPU clock)
-  double mean_interval_ns = 0;         ///< mean sample length achieved
-};
-
-namespace detail {
-
-#if TRACEML_HAS_PM_SAMPLING
-/// A CUPTI parameter block: zeroed, with its size set (how CUPTI tells versions apart).
-template <class P>
-P cupti_params(std::size_t size) noexcept {
-  P p{};
-  p.structSize = size;
-  return p;
-}
-#endif
-
-/// The words for a failed CUPTI call of the sampler (pure, tested on the CPU): which step failed,
-/// the CUPTI result and its text; the cause and the fix a user can act on.
-inline std::string describe_pm_failure(const std::string& step, int result, const std::string& text) {
-  std::string why = step + " failed (" + text + ")";
-#if TRACEML_HAS_PM_SAMPLING
-  switch (result) {
-    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
-    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
-      return why + ": GPU performance counters are restricted to admin users; run as root, or load the "
-                   "driver with NVreg_RestrictProfilingToAdminUsers=0 (e.g. 'options nvidia "
-                   "NVreg_RestrictProfilingToAdminUsers=0' in /etc/modprobe.d, then reboot)";
-    case CUPTI_ERROR_NOT_SUPPORTED:
-    case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
-    case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
-    case CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED:
-      return why + ": this GPU or configuration does not support PM sampling (Turing or newer, no MIG)";
-    case CUPTI_ERROR_INVALID_OPERATION:
-    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
-    case CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED:
-      return why + ": the counters are taken by another tool (Nsight Compute or Systems, DCGM, a second "
-                   "profiler in this process); end it, or run without it";
-    case CUPTI_ERROR_INVALID_METRIC_NAME:
-      return why + ": a counter name is not known on this GPU";
-    default: break;
-  }
-#else
-  (void)result;
-#endif
-  return why;
-}
-
-}  // namespace detail
 
 class pm_sampler {
  public:
@@ -142,12 +70,9 @@ class pm_sampler {
     device_ = static_cast<std::size_t>(dev);
     std::string why;
     if (!api_.load(why)) return fail(why);
-    if (!configure()) return false;
-    {
-      auto p = detail::cupti_params<CUpti_PmSampling_Start_Params>(CUpti_PmSampling_Start_Params_STRUCT_SIZE);
-      p.pPmSamplingObject = object_;
-      if (!call("cuptiPmSamplingStart", api_.start(&p))) return false;
-    }
+    if (std::string failed = configure(); !failed.empty()) return fail(failed);
+    if (std::string failed = detail::pm_call_failure(api_, "cuptiPmSamplingStart", start_hardware()); !failed.empty())
+      return fail(failed);
     running_ = true;
     detail::pm_sampling_live().store(true);
     // One decode here, on the caller's thread: whatever CUPTI sets up for decoding exists before
@@ -171,9 +96,7 @@ class pm_sampler {
       wake_.notify_all();
       if (worker_.joinable()) worker_.join();
       if (!paused_) {
-        auto p = detail::cupti_params<CUpti_PmSampling_Stop_Params>(CUpti_PmSampling_Stop_Params_STRUCT_SIZE);
-        p.pPmSamplingObject = object_;
-        api_.stop(&p);
+        stop_hardware();
         decode_all();
       }
       running_ = false;
@@ -193,9 +116,7 @@ class pm_sampler {
       std::lock_guard<std::mutex> lock(cupti_mu_);  // no decode pass runs while the state changes
       std::lock_guard<std::mutex> wake(wake_mu_);
       if (paused_) return;
-      auto p = detail::cupti_params<CUpti_PmSampling_Stop_Params>(CUpti_PmSampling_Stop_Params_STRUCT_SIZE);
-      p.pPmSamplingObject = object_;
-      if (const CUptiResult r = api_.stop(&p); r != CUPTI_SUCCESS) {
+      if (const CUptiResult r = stop_hardware(); r != CUPTI_SUCCESS) {
         std::lock_guard<std::mutex> out(out_mu_);
         if (decode_failure_.empty())
           decode_failure_ = "hardware counters could not pause: " +
@@ -221,16 +142,14 @@ class pm_sampler {
       std::lock_guard<std::mutex> lock(cupti_mu_);
       std::lock_guard<std::mutex> wake(wake_mu_);
       if (paused_) {
-        auto p = detail::cupti_params<CUpti_PmSampling_Start_Params>(CUpti_PmSampling_Start_Params_STRUCT_SIZE);
-        p.pPmSamplingObject = object_;
-        if (const CUptiResult r = api_.start(&p); r != CUPTI_SUCCESS) {
+        if (const CUptiResult r = start_hardware(); r != CUPTI_SUCCESS) {
           std::lock_guard<std::mutex> out(out_mu_);
           decode_failure_ = "hardware counters could not start again: " +
                             detail::describe_pm_failure("cuptiPmSamplingStart", static_cast<int>(r), api_.describe(r));
           return false;
         }
         paused_ = false;
-        seen_first_ = false;
+        decoder_.new_session();
       }
     }
     wake_.notify_all();
@@ -284,7 +203,14 @@ class pm_sampler {
     return stats_;
   }
   /// The metric names in use, in the order they are evaluated.
-  const std::vector<std::string>& metrics() const noexcept { return metric_names_; }
+  const std::vector<std::string>& metrics() const noexcept {
+#if TRACEML_HAS_PM_SAMPLING
+    return config_.metric_names();
+#else
+    static const std::vector<std::string> none;
+    return none;
+#endif
+  }
   /// "" while fine; otherwise why there are no samples.
   const std::string& why() const noexcept { return why_; }
   /// "" while decoding works; otherwise why samples stopped coming during the run.
@@ -295,7 +221,7 @@ class pm_sampler {
   std::string status() const {
     if (!why_.empty()) return why_;
     std::string s = "hardware counters sampled every " + std::to_string(opt_.interval_ns / 1000) + " us:";
-    for (const auto& m : metric_names_) s += " " + m;
+    for (const auto& m : metrics()) s += " " + m;
     const std::string failed = decode_failure();
     return failed.empty() ? s : s + "; " + failed;
   }
@@ -308,163 +234,23 @@ class pm_sampler {
   }
 
 #if TRACEML_HAS_PM_SAMPLING
-  bool call(const char* step, CUptiResult r) {
-    if (r == CUPTI_SUCCESS) return true;
-    return fail(detail::describe_pm_failure(step, static_cast<int>(r), api_.describe(r)));
+  /// The counters chosen and configured, the decoder's image sized for them; "" or why not.
+  std::string configure() {
+    if (std::string why = config_.configure(api_, device_, opt_); !why.empty()) return why;
+    std::lock_guard<std::mutex> lock(cupti_mu_);
+    return decoder_.prepare(api_, config_, opt_.max_samples);
   }
 
-  /// A host object for `names`; its one-pass config image into `image`. False when a name is not
-  /// known or the set needs more than one pass (PM sampling takes one pass only).
-  bool build_config(const std::vector<std::string>& names, std::vector<std::uint8_t>& image, CUptiResult& r) {
-    auto hi = detail::cupti_params<CUpti_Profiler_Host_Initialize_Params>(CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE);
-    hi.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
-    hi.pChipName = chip_.c_str();
-    hi.pCounterAvailabilityImage = availability_.data();
-    if ((r = api_.host_initialize(&hi)) != CUPTI_SUCCESS) return false;
-    std::vector<const char*> c;
-    for (const auto& n : names) c.push_back(n.c_str());
-    auto am = detail::cupti_params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
-    am.pHostObject = hi.pHostObject;
-    am.ppMetricNames = c.data();
-    am.numMetrics = c.size();
-    bool ok = (r = api_.host_add_metrics(&am)) == CUPTI_SUCCESS;
-    if (ok) {
-      auto sz = detail::cupti_params<CUpti_Profiler_Host_GetConfigImageSize_Params>(CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
-      sz.pHostObject = hi.pHostObject;
-      ok = (r = api_.host_config_size(&sz)) == CUPTI_SUCCESS;
-      if (ok) {
-        image.assign(sz.configImageSize, 0);
-        auto gi = detail::cupti_params<CUpti_Profiler_Host_GetConfigImage_Params>(CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
-        gi.pHostObject = hi.pHostObject;
-        gi.configImageSize = image.size();
-        gi.pConfigImage = image.data();
-        ok = (r = api_.host_config_image(&gi)) == CUPTI_SUCCESS;
-      }
-      if (ok) {
-        auto np = detail::cupti_params<CUpti_Profiler_Host_GetNumOfPasses_Params>(CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
-        np.configImageSize = image.size();
-        np.pConfigImage = image.data();
-        ok = (r = api_.host_passes(&np)) == CUPTI_SUCCESS && np.numOfPasses == 1;
-        if (r == CUPTI_SUCCESS && np.numOfPasses != 1) r = CUPTI_ERROR_NOT_SUPPORTED;
-      }
-    }
-    if (ok) {
-      if (host_) {
-        auto d = detail::cupti_params<CUpti_Profiler_Host_Deinitialize_Params>(CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
-        d.pHostObject = host_;
-        api_.host_deinitialize(&d);
-      }
-      host_ = hi.pHostObject;  // kept: it evaluates the samples
-    } else {
-      auto d = detail::cupti_params<CUpti_Profiler_Host_Deinitialize_Params>(CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
-      d.pHostObject = hi.pHostObject;
-      api_.host_deinitialize(&d);
-    }
-    return ok;
+  CUptiResult start_hardware() {
+    auto p = detail::cupti_params<CUpti_PmSampling_Start_Params>(CUpti_PmSampling_Start_Params_STRUCT_SIZE);
+    p.pPmSamplingObject = config_.object();
+    return api_.start(&p);
   }
 
-  bool configure() {
-    {
-      auto p = detail::cupti_params<CUpti_Profiler_Initialize_Params>(CUpti_Profiler_Initialize_Params_STRUCT_SIZE);
-      if (!call("cuptiProfilerInitialize", api_.profiler_initialize(&p))) return false;
-      profiler_initialized_ = true;
-    }
-    {
-      auto p = detail::cupti_params<CUpti_Device_GetChipName_Params>(CUpti_Device_GetChipName_Params_STRUCT_SIZE);
-      p.deviceIndex = device_;
-      if (!call("cuptiDeviceGetChipName", api_.chip_name(&p))) return false;
-      chip_ = p.pChipName ? p.pChipName : "";
-    }
-    {
-      auto p = detail::cupti_params<CUpti_PmSampling_GetCounterAvailability_Params>(CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE);
-      p.deviceIndex = device_;
-      if (!call("cuptiPmSamplingGetCounterAvailability", api_.counter_availability(&p))) return false;
-      availability_.assign(p.counterAvailabilityImageSize, 0);
-      p.pCounterAvailabilityImage = availability_.data();
-      if (!call("cuptiPmSamplingGetCounterAvailability", api_.counter_availability(&p))) return false;
-    }
-    // Required: engine busy and SM activity (cycles active against cycles elapsed).
-    metric_names_ = {"gr__cycles_active.avg", "gr__cycles_elapsed.max", "sm__cycles_active.avg"};
-    std::vector<std::uint8_t>& image = config_image_;
-    CUptiResult r = CUPTI_SUCCESS;
-    if (!build_config(metric_names_, image, r)) return call("configuring the busy and SM counters", r);
-    // Optional, each kept only when the set still fits one pass. Names differ between GPU generations.
-    // A candidate name and what turns its value into a share.
-    struct candidate {
-      const char* name;
-      double scale;
-    };
-    auto try_add = [&](int& slot, double& scale, std::initializer_list<candidate> candidates) {
-      for (const candidate& c : candidates) {
-        auto names = metric_names_;
-        names.push_back(c.name);
-        std::vector<std::uint8_t> img;
-        CUptiResult rr = CUPTI_SUCCESS;
-        if (build_config(names, img, rr)) {
-          metric_names_ = std::move(names);
-          image = std::move(img);
-          slot = static_cast<int>(metric_names_.size()) - 1;
-          scale = c.scale;
-          return;
-        }
-      }
-    };
-    // PM sampling offers the "_realtime" tensor counters and the DRAM controller's (dramc__) throughput;
-    // the other names are those of the range profiler, tried last. Scales as measured on an H200: the
-    // tensor value is a percentage; dramc__throughput read 0.99 while 1 GiB memsets ran at 4.5 TB/s
-    // (95% of the HBM's peak): a ratio, whatever its name says.
-    if (opt_.tensor)
-      try_add(layout_.tensor, layout_.tensor_scale,
-              {{"sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed", 0.01},
-               {"sm__pipe_tensor_op_hmma_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed", 0.01},
-               {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", 0.01},
-               {"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed", 0.01}});
-    if (opt_.dram)
-      try_add(layout_.dram, layout_.dram_scale,
-              {{"dramc__throughput.avg.pct_of_peak_sustained_elapsed", 1.0},
-               {"dram__throughput.avg.pct_of_peak_sustained_elapsed", 0.01},
-               {"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 0.01}});
-    layout_.interval_ns = opt_.interval_ns;
-    {
-      auto p = detail::cupti_params<CUpti_PmSampling_Enable_Params>(CUpti_PmSampling_Enable_Params_STRUCT_SIZE);
-      p.deviceIndex = device_;
-      if (!call("cuptiPmSamplingEnable", api_.enable(&p))) return false;
-      object_ = p.pPmSamplingObject;
-    }
-    {
-      auto p = detail::cupti_params<CUpti_PmSampling_SetConfig_Params>(CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE);
-      p.pPmSamplingObject = object_;
-      p.configSize = image.size();
-      p.pConfig = image.data();
-      p.hardwareBufferSize = opt_.hardware_buffer_bytes;
-      p.samplingInterval = static_cast<std::uint64_t>(opt_.interval_ns);
-      p.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
-      // A full buffer overwrites its oldest records (counted as overflows) rather than stopping the
-      // sampler in an error state that would need a restart.
-      p.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
-      if (!call("cuptiPmSamplingSetConfig", api_.set_config(&p))) return false;
-    }
-    {
-      auto p = detail::cupti_params<CUpti_PmSampling_GetCounterDataSize_Params>(CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE);
-      std::vector<const char*> c;
-      for (const auto& n : metric_names_) c.push_back(n.c_str());
-      p.pPmSamplingObject = object_;
-      p.pMetricNames = c.data();
-      p.numMetrics = c.size();
-      p.maxSamples = opt_.max_samples;
-      if (!call("cuptiPmSamplingGetCounterDataSize", api_.counter_data_size(&p))) return false;
-      counter_data_.assign(p.counterDataSize, 0);
-    }
-    return reset_image();
-  }
-
-  bool reset_image() { return call("cuptiPmSamplingCounterDataImageInitialize", initialize_image()); }
-  CUptiResult initialize_image() {
-    auto p = detail::cupti_params<CUpti_PmSampling_CounterDataImage_Initialize_Params>(CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE);
-    p.pPmSamplingObject = object_;
-    p.counterDataSize = counter_data_.size();
-    p.pCounterData = counter_data_.data();
-    return api_.counter_data_initialize(&p);
+  CUptiResult stop_hardware() {
+    auto p = detail::cupti_params<CUpti_PmSampling_Stop_Params>(CUpti_PmSampling_Stop_Params_STRUCT_SIZE);
+    p.pPmSamplingObject = config_.object();
+    return api_.stop(&p);
   }
 
   /// One decode pass per call until the hardware buffer is empty. Serialised (worker and flush()).
@@ -474,78 +260,13 @@ class pm_sampler {
     std::lock_guard<std::mutex> lock(cupti_mu_);
     if (decode_failed_) return;
     const std::int64_t t0 = now_ns();
-    std::vector<pm_sample> got;
-    std::uint64_t passes = 0, overflows = 0, irregular = 0;
-    for (int pass = 0; pass < 64; ++pass) {  // bounded: a runaway buffer cannot hold the worker forever
-      auto d = detail::cupti_params<CUpti_PmSampling_DecodeData_Params>(CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE);
-      d.pPmSamplingObject = object_;
-      d.pCounterDataImage = counter_data_.data();
-      d.counterDataImageSize = counter_data_.size();
-      const CUptiResult r = api_.decode(&d);
-      ++passes;
-      if (r == CUPTI_ERROR_OUT_OF_MEMORY || d.overflow) ++overflows;
-      if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_OUT_OF_MEMORY) {
-        fail_decoding("cuptiPmSamplingDecodeData", r);
-        break;
-      }
-      auto info = detail::cupti_params<CUpti_PmSampling_GetCounterDataInfo_Params>(CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE);
-      info.pCounterDataImage = counter_data_.data();
-      info.counterDataImageSize = counter_data_.size();
-      if (api_.counter_data_info(&info) != CUPTI_SUCCESS) break;
-      std::vector<const char*> names;
-      for (const auto& n : metric_names_) names.push_back(n.c_str());
-      std::vector<double> values(names.size());
-      for (std::size_t i = 0; i < info.numCompletedSamples; ++i) {
-        auto si = detail::cupti_params<CUpti_PmSampling_CounterData_GetSampleInfo_Params>(CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE);
-        si.pPmSamplingObject = object_;
-        si.pCounterDataImage = counter_data_.data();
-        si.counterDataImageSize = counter_data_.size();
-        si.sampleIndex = i;
-        if (api_.sample_info(&si) != CUPTI_SUCCESS) continue;
-        auto ev = detail::cupti_params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
-        ev.pHostObject = host_;
-        ev.pCounterDataImage = counter_data_.data();
-        ev.counterDataImageSize = counter_data_.size();
-        ev.rangeIndex = i;
-        ev.ppMetricNames = names.data();
-        ev.numMetrics = names.size();
-        ev.pMetricValues = values.data();
-        if (api_.host_evaluate(&ev) != CUPTI_SUCCESS) continue;
-        const bool first = !seen_first_;
-        seen_first_ = true;
-        if (auto sample = sample_from_values(si.startTimestamp, si.endTimestamp, values, layout_, first)) got.push_back(*sample);
-        else ++irregular;
-      }
-      if (const CUptiResult ri = initialize_image(); ri != CUPTI_SUCCESS) {
-        fail_decoding("cuptiPmSamplingCounterDataImageInitialize", ri);
-        break;
-      }
-      // Out of memory: the samples CUPTI could not hold are lost (counted); decoding again at once
-      // would only repeat it.
-      if (r != CUPTI_SUCCESS || d.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) break;
-    }
+    detail::pm_decoded got = decoder_.decode(api_, config_);
     const std::int64_t spent = now_ns() - t0;
+    if (!got.failure.empty()) decode_failed_ = true;
     std::lock_guard<std::mutex> out(out_mu_);
-    stats_.decode_passes += passes;
-    stats_.overflows += overflows;
-    stats_.irregular += irregular;
-    stats_.decode_cpu_ns += spent;
-    if (!got.empty()) {
-      if (stats_.samples == 0) stats_.first_ns = got.front().begin_ns;
-      stats_.last_ns = got.back().end_ns;
-      const auto n = static_cast<double>(stats_.samples);
-      double sum = 0;
-      for (const auto& s : got) sum += static_cast<double>(s.end_ns - s.begin_ns);
-      stats_.mean_interval_ns = (stats_.mean_interval_ns * n + sum) / (n + static_cast<double>(got.size()));
-      stats_.samples += got.size();
-      if (keep_) out_.insert(out_.end(), got.begin(), got.end());
-    }
-  }
-
-  void fail_decoding(const char* step, CUptiResult r) {  // cupti_mu_ held
-    decode_failed_ = true;
-    std::lock_guard<std::mutex> out(out_mu_);
-    decode_failure_ = "hardware counters stopped: " + detail::describe_pm_failure(step, static_cast<int>(r), api_.describe(r));
+    if (!got.failure.empty()) decode_failure_ = "hardware counters stopped: " + got.failure;
+    detail::add_decoded(stats_, got, spent);
+    if (keep_) out_.insert(out_.end(), got.samples.begin(), got.samples.end());
   }
 
   void decode_loop() {
@@ -567,42 +288,18 @@ class pm_sampler {
 
   void release() {
 #if TRACEML_HAS_PM_SAMPLING
-    if (object_) {
-      auto p = detail::cupti_params<CUpti_PmSampling_Disable_Params>(CUpti_PmSampling_Disable_Params_STRUCT_SIZE);
-      p.pPmSamplingObject = object_;
-      api_.disable(&p);
-      object_ = nullptr;
-    }
-    if (host_) {
-      auto d = detail::cupti_params<CUpti_Profiler_Host_Deinitialize_Params>(CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
-      d.pHostObject = host_;
-      api_.host_deinitialize(&d);
-      host_ = nullptr;
-    }
-    if (profiler_initialized_) {
-      auto p = detail::cupti_params<CUpti_Profiler_DeInitialize_Params>(CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
-      api_.profiler_deinitialize(&p);
-      profiler_initialized_ = false;
-    }
+    config_.release(api_);
 #endif
   }
 
   pm_sampler_options opt_;
   std::string why_;
-  std::vector<std::string> metric_names_;
   bool running_ = false;
 #if TRACEML_HAS_PM_SAMPLING
   detail::pm_sampling_api api_;
   std::size_t device_ = 0;
-  std::string chip_;
-  std::vector<std::uint8_t> availability_, counter_data_;
-  // CUPTI keeps using the configuration image after SetConfig (decoding reads it): it must live as
-  // long as the sampling object.
-  std::vector<std::uint8_t> config_image_;
-  CUpti_Profiler_Host_Object* host_ = nullptr;
-  CUpti_PmSampling_Object* object_ = nullptr;
-  bool profiler_initialized_ = false;
-  sample_layout layout_;  // where each metric sits in a sample's values
+  detail::pm_sampling_config config_;  // written by start() before the worker exists, then only read
+  detail::pm_sample_decoder decoder_;  // guarded by cupti_mu_
   std::thread worker_;
   mutable std::mutex wake_mu_;
   std::condition_variable wake_;
@@ -610,7 +307,6 @@ class pm_sampler {
   bool paused_ = false;       // guarded by wake_mu_ (changed with cupti_mu_ held too)
   std::mutex cupti_mu_;       // serialises decode passes (worker and flush())
   bool decode_failed_ = false;  // guarded by cupti_mu_
-  bool seen_first_ = false;     // guarded by cupti_mu_
 #endif
   mutable std::mutex out_mu_;
   std::vector<pm_sample> out_;
