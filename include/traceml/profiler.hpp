@@ -39,6 +39,7 @@
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/output_file.hpp"
 #include "traceml/detail/step_worker.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/attribution_worker.hpp"
 #include "traceml/gpu/gpu_source.hpp"
 #include "traceml/phase.hpp"
@@ -203,7 +204,7 @@ class profiler : public recording_callback, private recorder_observer {
 
   /// Attach a GPU time source (CUPTI, CUDA events). Call before the first step.
   void set_gpu_source(std::unique_ptr<gpu_source> source) {
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     // Start-up runs to here when the source comes before the first step (made after the profiler,
     // its own start-up counts too).
     if (acc_.steps() == 0 && waiting_.empty()) startup_ns_ = now_ns() - constructed_ns_;
@@ -217,14 +218,14 @@ class profiler : public recording_callback, private recorder_observer {
   /// attribution worker's thread; what it gathers is safe to read after finish(). Call before the
   /// first step.
   void set_attribution_tap(attribution_stage::round_tap tap) {
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     attribution_.set_round_tap(std::move(tap));
   }
   const profiler_options& options() const noexcept { return options_; }
 
   /// Steps finished so far (GPU facts attached where the source has delivered them).
   std::size_t steps_recorded() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     return acc_.steps() + waiting_.size() + ended_.size();  // the last: ended, not yet processed
   }
 
@@ -236,7 +237,7 @@ class profiler : public recording_callback, private recorder_observer {
   const run_result& finish() {
     const std::int64_t finish_begin_ns = now_ns();
     worker_.stop();  // before the lock, which its work takes; the steps it left are processed below
-    std::unique_lock<std::mutex> lock(mu_);
+    detail::unique_lock lock(mu_);
     if (finished_) return result_;
     finished_ = true;
     finishing_.store(true, std::memory_order_relaxed);
@@ -354,7 +355,7 @@ class profiler : public recording_callback, private recorder_observer {
       worker_.poke();
     } else {
       try {
-        std::lock_guard<std::mutex> lock(mu_);
+        detail::lock_guard lock(mu_);
         if (!finished_) process_ended(&handed);
       } catch (const std::exception& e) {
         report_once("step-end", std::string("could not process a step: ") + e.what());
@@ -365,7 +366,7 @@ class profiler : public recording_callback, private recorder_observer {
     if (windows_waiting_.load(std::memory_order_acquire)) {
       std::vector<recording_window> ready;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        detail::lock_guard lock(mu_);
         ready.swap(windows_ready_);
         windows_waiting_.store(false, std::memory_order_relaxed);
       }
@@ -405,7 +406,7 @@ class profiler : public recording_callback, private recorder_observer {
   /// The step worker's work: every step handed over so far.
   void process_in_background() noexcept {
     try {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       if (!finished_) process_ended(nullptr);
     } catch (const std::exception& e) {
       report_once("step-end", std::string("could not process a step: ") + e.what());
@@ -416,7 +417,7 @@ class profiler : public recording_callback, private recorder_observer {
 
   /// Under mu_: the steps handed over (in order), then `also` (a step its thread processes itself):
   /// one drain of the rings for all of them, then each step's statistics and GPU hand-off.
-  void process_ended(const ended_step* also) {
+  void process_ended(const ended_step* also) TRACEML_REQUIRES(mu_) {
     std::vector<ended_step> steps;
     for (ended_step e; ended_.pop(e);) steps.push_back(e);
     if (also) steps.push_back(*also);
@@ -449,7 +450,7 @@ class profiler : public recording_callback, private recorder_observer {
 
   /// Under mu_, records drained: one step's statistics, kept until its GPU facts are in (emitted at
   /// once without a GPU source).
-  void process_step(const span_record& step, std::uint64_t lost) {
+  void process_step(const span_record& step, std::uint64_t lost) TRACEML_REQUIRES(mu_) {
     std::vector<span_record> spans;    // the step's statistics
     std::vector<span_record> outlived;  // of this step, ended after it: the trace only
     std::vector<span_record> rest;
@@ -534,10 +535,12 @@ class profiler : public recording_callback, private recorder_observer {
   /// other threads' at most max_other_thread_records for each of the `steps` steps ended.
   /// Cost: the records taken. Returns the records full rings dropped since the previous drain (what
   /// step `first_step` on lost; -1: the run's end, after its last step).
-  std::uint64_t absorb_records(const detail::thread_ring* whole, std::size_t steps, std::int32_t first_step = -1) {
+  std::uint64_t absorb_records(const detail::thread_ring* whole, std::size_t steps, std::int32_t first_step = -1)
+      TRACEML_REQUIRES(mu_) {
     const std::int32_t step = first_step;
     const auto counts = detail::drain_step_end(
-        [this](const span_record& r) {
+        // Called by drain_step_end, inside this function (mu_ held): the analysis cannot see a lock through it.
+        [this](const span_record& r) TRACEML_NO_THREAD_SAFETY_ANALYSIS {
           if (r.step < 0) {  // outside any step: the run's outside_steps, and the trace
             note_outside(r);
             return;
@@ -592,13 +595,13 @@ class profiler : public recording_callback, private recorder_observer {
   }
 
   /// Under mu_: a record of no step, into the run's outside_steps (and the trace's last ones).
-  void note_outside(const span_record& r) {
+  void note_outside(const span_record& r) TRACEML_REQUIRES(mu_) {
     if (!is_phase(r.kind)) return;
     outside_.add_record(r);
     if (!options_.trace_path.empty()) bounded_push(trace_outside_, r, max_trace_outside);
   }
 
-  void attach_reports(std::vector<step_gpu_report> reports) {
+  void attach_reports(std::vector<step_gpu_report> reports) TRACEML_REQUIRES(mu_) {
     for (auto& rep : reports)
       for (auto& st : waiting_)
         if (st.step == rep.step && !st.gpu) {
@@ -609,7 +612,7 @@ class profiler : public recording_callback, private recorder_observer {
 
   /// A step is complete (CPU and GPU): into the JSONL, the statistics, the trace window, and the
   /// kept steps while the run is short enough to keep them.
-  void emit_front() {
+  void emit_front() TRACEML_REQUIRES(mu_) {
     step_result st = std::move(waiting_.front());
     waiting_.pop_front();
     if (jsonl_) jsonl_->write(step_jsonl_line(result_.name, st, result_.rank));
@@ -641,40 +644,42 @@ class profiler : public recording_callback, private recorder_observer {
   }
 
   std::int64_t constructed_ns_;  // when construction began (start-up is measured from here)
-  std::int64_t startup_ns_ = 0;
+  std::int64_t startup_ns_ TRACEML_GUARDED_BY(mu_) = 0;
   profiler_options options_;
-  mutable std::mutex mu_;
+  mutable detail::mutex mu_;
   std::unique_ptr<gpu_source> gpu_;
   attribution_worker attribution_;        // raw GPU activity -> reports, on its own thread
   std::unique_ptr<detail::output_file> jsonl_;
   std::unique_ptr<live_view> live_;       // its own thread draws; publish() under mu_ takes only the view's lock
-  std::vector<span_record> pending_;      // records of steps not yet closed
-  std::deque<std::pair<std::int32_t, std::vector<span_record>>> trace_spans_;  // per step, until it is emitted
-  run_accumulator acc_;                   // the run's statistics, step by step (bounded memory)
-  outside_steps_accumulator outside_;     // phases outside steps, gaps between them, epoch marks
-  std::deque<span_record> trace_outside_;  // the last outside phases, for the trace
-  std::deque<step_gap> trace_gaps_;        // the last gaps between steps, for the trace
-  std::deque<std::int64_t> trace_marks_;   // the last epoch marks, for the trace
-  detail::trace_window trace_;            // what the Chrome trace keeps (bounded)
-  detail::window_collector windows_;      // recording windows for on_trace_ready
-  std::vector<recording_window> windows_ready_;  // closed, not yet handed to on_trace_ready
-  std::deque<step_result> waiting_;       // closed on the CPU, GPU facts not yet in
+  std::vector<span_record> pending_ TRACEML_GUARDED_BY(mu_);  // records of steps not yet closed
+  // per step, until it is emitted
+  std::deque<std::pair<std::int32_t, std::vector<span_record>>> trace_spans_ TRACEML_GUARDED_BY(mu_);
+  run_accumulator acc_ TRACEML_GUARDED_BY(mu_);  // the run's statistics, step by step (bounded memory)
+  outside_steps_accumulator outside_ TRACEML_GUARDED_BY(mu_);  // phases outside steps, gaps, epoch marks
+  std::deque<span_record> trace_outside_ TRACEML_GUARDED_BY(mu_);  // the last outside phases, for the trace
+  std::deque<step_gap> trace_gaps_ TRACEML_GUARDED_BY(mu_);        // the last gaps between steps, for the trace
+  std::deque<std::int64_t> trace_marks_ TRACEML_GUARDED_BY(mu_);   // the last epoch marks, for the trace
+  detail::trace_window trace_ TRACEML_GUARDED_BY(mu_);  // what the Chrome trace keeps (bounded)
+  detail::window_collector windows_ TRACEML_GUARDED_BY(mu_);  // recording windows for on_trace_ready
+  std::vector<recording_window> windows_ready_ TRACEML_GUARDED_BY(mu_);  // closed, not yet handed to on_trace_ready
+  std::deque<step_result> waiting_ TRACEML_GUARDED_BY(mu_);  // closed on the CPU, GPU facts not yet in
   run_result result_;
   std::vector<std::string> failed_outputs_;
   std::optional<stop_signal_guard> stop_guard_;  // finish_on_signal: from construction to the end of finish()
   bool stop_on_signal_ = false;                  // the guard was made (read outside the lock: never changes)
-  std::uint64_t dropped_ = 0;
-  std::uint64_t capped_ = 0;  // other threads' records a step end left out (max_other_thread_records)
-  std::uint64_t late_ = 0;  // records of steps already summarized
+  std::uint64_t dropped_ TRACEML_GUARDED_BY(mu_) = 0;
+  // other threads' records a step end left out (max_other_thread_records)
+  std::uint64_t capped_ TRACEML_GUARDED_BY(mu_) = 0;
+  std::uint64_t late_ TRACEML_GUARDED_BY(mu_) = 0;  // records of steps already summarized
   bool attached_ = false;
-  bool finished_ = false;
+  bool finished_ TRACEML_GUARDED_BY(mu_) = false;
   std::atomic<bool> finishing_{false};  // finished_, for the training thread's step end (no lock)
   int uncaught_at_start_ = std::uncaught_exceptions();  // exceptions in flight when it was built
   // The step worker's side. ended_ goes from the thread that ends steps to the worker (or whoever
   // holds mu_); last_ring_ and last_dropped_total_ (under mu_) give each step its own loss.
   detail::handoff_queue<ended_step, 1024> ended_;
-  const detail::thread_ring* last_ring_ = nullptr;
-  std::uint64_t last_dropped_total_ = 0;
+  const detail::thread_ring* last_ring_ TRACEML_GUARDED_BY(mu_) = nullptr;
+  std::uint64_t last_dropped_total_ TRACEML_GUARDED_BY(mu_) = 0;
   std::atomic<bool> windows_waiting_{false};  // windows_ready_ holds windows for the training thread
   detail::step_worker worker_{[this] { process_in_background(); }};  // last: stopped before the rest goes
 };

@@ -43,6 +43,7 @@
 #endif
 
 #include "traceml/config.hpp"
+#include "traceml/detail/thread_safety.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
@@ -54,13 +55,13 @@ inline constexpr int stop_signals[2] = {SIGINT, SIGTERM};
 
 struct stop_signal_state {
   std::atomic<int> pending{0};  // the first signal noted and not yet acted on; 0 = none
-  std::mutex mu;                // guards, installed, previous: changed by guards, never by the handler
-  int guards = 0;
-  bool installed[2] = {false, false};
+  detail::mutex mu;                // guards, installed, previous: changed by guards, never by the handler
+  int guards TRACEML_GUARDED_BY(mu) = 0;
+  bool installed[2] TRACEML_GUARDED_BY(mu) = {false, false};
 #if TRACEML_POSIX_SIGNALS
-  struct sigaction previous[2] = {};
+  struct sigaction previous[2] TRACEML_GUARDED_BY(mu) = {};
 #else
-  void (*previous[2])(int) = {nullptr, nullptr};
+  void (*previous[2])(int) TRACEML_GUARDED_BY(mu) = {nullptr, nullptr};
 #endif
 };
 
@@ -104,7 +105,7 @@ class stop_signal_guard {
  public:
   stop_signal_guard() {
     auto& s = detail::stop_state;
-    std::lock_guard<std::mutex> lock(s.mu);
+    detail::lock_guard lock(s.mu);
     if (s.guards++ > 0) return;
     for (int i = 0; i < 2; ++i) {
       const int sig = detail::stop_signals[i];
@@ -128,7 +129,7 @@ class stop_signal_guard {
 
   ~stop_signal_guard() {
     auto& s = detail::stop_state;
-    std::lock_guard<std::mutex> lock(s.mu);
+    detail::lock_guard lock(s.mu);
     if (--s.guards > 0) return;
     for (int i = 0; i < 2; ++i) {
       if (!s.installed[i]) continue;

@@ -165,7 +165,7 @@ TEST_CASE("switched off, a run-time name is not copied", "[names]") {
   reset_recorder();
   const std::size_t before = [] {
     auto& t = detail::interned_names();
-    std::lock_guard<std::mutex> lock(t.mu);
+    detail::lock_guard lock(t.mu);
     return t.names.size();
   }();
   set_enabled(false);
@@ -174,7 +174,7 @@ TEST_CASE("switched off, a run-time name is not copied", "[names]") {
   }
   set_enabled(true);
   auto& t = detail::interned_names();
-  std::lock_guard<std::mutex> lock(t.mu);
+  detail::lock_guard lock(t.mu);
   CHECK(t.names.size() == before);
   CHECK(t.index.count("never_interned_while_off") == 0);
 }

@@ -214,12 +214,12 @@ TEST_CASE("rings of exited threads are reused once drained", "[scopes][threads]"
     std::thread([] { TRACEML_PHASE(dataloader); }).join();
     CHECK(drain().size() == 1);  // as the profiler does at each step end
     if (round == 0) {
-      std::lock_guard<std::mutex> lock(detail::recorder().registry_mu);
+      detail::lock_guard lock(detail::recorder().registry_mu);
       rings_before = detail::recorder().rings.size();
     }
   }
   {
-    std::lock_guard<std::mutex> lock(detail::recorder().registry_mu);
+    detail::lock_guard lock(detail::recorder().registry_mu);
     CHECK(detail::recorder().rings.size() == rings_before);
   }
   // An exited thread's undrained ring is not handed to a new thread: the new thread gets a whole

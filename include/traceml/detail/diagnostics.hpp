@@ -7,15 +7,16 @@
 #include <vector>
 
 #include "traceml/config.hpp"
+#include "traceml/detail/thread_safety.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
 
 struct diagnostics_state {
-  std::mutex mu;
-  std::set<std::string> seen;         // keys already reported
-  std::vector<std::string> messages;  // everything reported, in order
-  bool quiet = false;                 // tests silence stderr and read messages() instead
+  detail::mutex mu;
+  std::set<std::string> seen TRACEML_GUARDED_BY(mu);         // keys already reported
+  std::vector<std::string> messages TRACEML_GUARDED_BY(mu);  // everything reported, in order
+  bool quiet TRACEML_GUARDED_BY(mu) = false;  // tests silence stderr and read messages() instead
 };
 
 /// Never destroyed: it is first built by whatever reports first, which may come after an exit
@@ -33,7 +34,7 @@ inline diagnostics_state& diagnostics() {
 inline void report_once(const std::string& key, const std::string& message) noexcept {
   try {
     auto& d = detail::diagnostics();
-    std::lock_guard<std::mutex> lock(d.mu);
+    detail::lock_guard lock(d.mu);
     if (!d.seen.insert(key).second) return;
     d.messages.push_back(message);
     if (!d.quiet) std::fprintf(stderr, "traceml: %s\n", message.c_str());
@@ -45,14 +46,14 @@ inline void report_once(const std::string& key, const std::string& message) noex
 /// Every message report_once() has emitted so far in this process.
 inline std::vector<std::string> diagnostic_messages() {
   auto& d = detail::diagnostics();
-  std::lock_guard<std::mutex> lock(d.mu);
+  detail::lock_guard lock(d.mu);
   return d.messages;
 }
 
 /// Forget reported keys and messages (tests); `quiet` keeps stderr clean.
 inline void reset_diagnostics(bool quiet = false) {
   auto& d = detail::diagnostics();
-  std::lock_guard<std::mutex> lock(d.mu);
+  detail::lock_guard lock(d.mu);
   d.seen.clear();
   d.messages.clear();
   d.quiet = quiet;

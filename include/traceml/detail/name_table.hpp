@@ -24,6 +24,7 @@
 #include <unordered_set>
 
 #include "traceml/config.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/phase_kind.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -38,10 +39,11 @@ inline constexpr std::size_t max_interned_names = std::size_t{1} << 16;
 inline constexpr std::size_t max_interned_bytes = std::size_t{16} << 20;
 
 struct name_table {
-  std::mutex mu;                               // guards everything below (the slow path only)
-  std::deque<std::string> names;               // a deque never moves its elements: pointers stay valid
-  std::unordered_set<std::string_view> index;  // views of `names`
-  std::size_t bytes = 0;
+  detail::mutex mu;                               // guards everything below (the slow path only)
+  // a deque never moves its elements: pointers stay valid
+  std::deque<std::string> names TRACEML_GUARDED_BY(mu);
+  std::unordered_set<std::string_view> index TRACEML_GUARDED_BY(mu);  // views of `names`
+  std::size_t bytes TRACEML_GUARDED_BY(mu) = 0;
 };
 
 inline name_table& interned_names() {
@@ -94,7 +96,7 @@ inline std::uint64_t name_hash(const char* s, std::size_t n) noexcept {
 /// name: its copy and an index entry). Throws what the allocation or the lock throws.
 inline const char* intern_locked(std::string_view s) {
   auto& t = interned_names();
-  std::lock_guard<std::mutex> lock(t.mu);
+  detail::lock_guard lock(t.mu);
   if (const auto it = t.index.find(s); it != t.index.end()) return it->data();
   if (t.names.size() >= max_interned_names || t.bytes + s.size() > max_interned_bytes) {
     static std::atomic<bool> said{false};

@@ -18,6 +18,7 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/activation.hpp"
 #include "traceml/detail/nvtx.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/phase_kind.hpp"
 #include "traceml/record.hpp"
 #include "traceml/thread_identity.hpp"
@@ -124,18 +125,18 @@ struct recorder_state {
   std::atomic<bool> observe_phases{false};
   std::atomic<std::uint32_t> next_thread_id{0};  // threads are numbered in order of first record
 
-  std::mutex registry_mu;  // guards rings and threads (registration and snapshot only)
-  std::vector<std::unique_ptr<thread_ring>> rings;
+  detail::mutex registry_mu;  // guards rings and threads (registration and snapshot only)
+  std::vector<std::unique_ptr<thread_ring>> rings TRACEML_GUARDED_BY(registry_mu);
   /// The OS identity of every thread that acquired a ring, threads[i].index == i (indices are
   /// handed out under registry_mu), for the trace. Bounded: later threads keep their bare index.
   static constexpr std::size_t max_thread_identities = 4096;
-  std::vector<thread_identity> threads;
-  std::mutex drain_mu;  // one consumer at a time
+  std::vector<thread_identity> threads TRACEML_GUARDED_BY(registry_mu);
+  detail::mutex drain_mu;  // one consumer at a time
   /// Epoch marks (mark_epoch(), the end of a traceml::steps range) not yet taken by a profiler:
   /// their times. Rare (one per epoch), so a lock is cheaper than a ring of their own; bounded.
   static constexpr std::size_t max_epoch_marks = 4096;
-  std::mutex epoch_mu;
-  std::vector<std::int64_t> epoch_marks;
+  detail::mutex epoch_mu;
+  std::vector<std::int64_t> epoch_marks TRACEML_GUARDED_BY(epoch_mu);
 };
 
 #if defined(__GNUC__)
@@ -162,7 +163,7 @@ struct ring_releaser {
 
 /// Slow path, with registry_mu held: remembers who the thread that got index `index` is (a system
 /// call and a name lookup, once per thread; records carry only the index).
-inline void remember_thread(recorder_state& R, std::uint32_t index) {
+inline void remember_thread(recorder_state& R, std::uint32_t index) TRACEML_REQUIRES(R.registry_mu) {
   if (R.threads.size() >= recorder_state::max_thread_identities) return;
   R.threads.push_back(thread_identity{index, current_os_thread_id(index), current_thread_name()});
 }
@@ -171,7 +172,7 @@ inline void remember_thread(recorder_state& R, std::uint32_t index) {
 inline thread_ring* acquire_ring() noexcept {
   try {
     auto& R = recorder();
-    std::lock_guard<std::mutex> lock(R.registry_mu);
+    detail::lock_guard lock(R.registry_mu);
     thread_ring* ring = nullptr;
     for (auto& r : R.rings) {
       // Only a drained ring: a new thread must get a whole ring's room, not what an exited thread
@@ -343,7 +344,7 @@ inline void mark_epoch_at(std::int64_t t) noexcept {
   auto& R = recorder();
   if (!R.enabled.load(std::memory_order_relaxed)) return;
   try {
-    std::lock_guard<std::mutex> lock(R.epoch_mu);
+    detail::lock_guard lock(R.epoch_mu);
     if (R.epoch_marks.size() < recorder_state::max_epoch_marks) R.epoch_marks.push_back(t);
   } catch (...) {  // out of memory: the mark is lost, the training goes on
   }
@@ -353,7 +354,7 @@ inline void mark_epoch_at(std::int64_t t) noexcept {
 inline std::vector<std::int64_t> take_epoch_marks() {
   auto& R = recorder();
   std::vector<std::int64_t> out;
-  std::lock_guard<std::mutex> lock(R.epoch_mu);
+  detail::lock_guard lock(R.epoch_mu);
   out.swap(R.epoch_marks);
   return out;
 }
@@ -361,7 +362,7 @@ inline std::vector<std::int64_t> take_epoch_marks() {
 /// The recording threads' OS identities so far, in index order (slow path: takes the registry lock).
 inline std::vector<thread_identity> thread_identities() {
   auto& R = recorder();
-  std::lock_guard<std::mutex> lock(R.registry_mu);
+  detail::lock_guard lock(R.registry_mu);
   return R.threads;
 }
 
@@ -418,10 +419,10 @@ struct drain_counts {
 template <class F>
 drain_counts drain_step_end(F&& f, std::uint64_t others_limit, const thread_ring* whole) {
   auto& R = recorder();
-  std::lock_guard<std::mutex> drain_lock(R.drain_mu);
+  detail::lock_guard drain_lock(R.drain_mu);
   std::vector<thread_ring*> rings;
   {
-    std::lock_guard<std::mutex> lock(R.registry_mu);
+    detail::lock_guard lock(R.registry_mu);
     for (auto& r : R.rings) rings.push_back(r.get());
   }
   // Each ring's count is read once: a ring's producer may go on writing, and what it writes after

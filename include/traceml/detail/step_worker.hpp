@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "traceml/config.hpp"
+#include "traceml/detail/thread_safety.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
@@ -82,9 +83,9 @@ class step_worker {
   /// Stops the thread and waits for it (its work in progress finishes first). Idempotent, callable
   /// from any thread but the worker's own.
   void stop() {
-    std::lock_guard<std::mutex> join_lock(join_mu_);
+    detail::lock_guard join_lock(join_mu_);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       stopping_ = true;
     }
     wake_.notify_one();
@@ -93,7 +94,7 @@ class step_worker {
 
  private:
   void start() noexcept {
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     if (started_.load(std::memory_order_relaxed) || stopping_) return;
     try {
       thread_ = std::thread([this] { run(); });
@@ -106,9 +107,9 @@ class step_worker {
 
   void run() {
     auto poll = busy_poll_;
-    std::unique_lock<std::mutex> lock(mu_);
+    detail::unique_lock lock(mu_);
     while (!stopping_) {
-      wake_.wait_for(lock, poll, [this] { return stopping_; });
+      wake_.wait_for(lock.native(), poll, [this]() TRACEML_REQUIRES(mu_) { return stopping_; });
       if (stopping_) break;
       if (!pending_.exchange(false, std::memory_order_relaxed)) {
         poll = std::min(idle_poll_, poll * 2);  // nothing ended: wake less often
@@ -125,11 +126,11 @@ class step_worker {
   const std::chrono::microseconds busy_poll_, idle_poll_;
   std::atomic<bool> pending_{false};
   std::atomic<bool> started_{false};
-  std::mutex mu_;       // guards stopping_ and the thread's start; the work runs outside it
-  std::mutex join_mu_;  // one stop() joins at a time (finish() may be called from two threads)
+  detail::mutex mu_;       // guards stopping_ and the thread's start; the work runs outside it
+  detail::mutex join_mu_;  // one stop() joins at a time (finish() may be called from two threads)
   std::condition_variable wake_;
   std::thread thread_;
-  bool stopping_ = false;
+  bool stopping_ TRACEML_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace detail

@@ -27,6 +27,7 @@
 
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/attribution_stage.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -48,7 +49,7 @@ class attribution_worker {
   void submit(gpu_delivery d) {
     if (d.steps.empty() && d.records.empty() && d.markers.empty() && !d.final) return;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       inbox_.push_back(std::move(d));
       if (!thread_.joinable() && !stopping_) thread_ = std::thread([this] { run(); });
     }
@@ -57,7 +58,7 @@ class attribution_worker {
 
   /// The profiler's step worker: the reports finished so far, in delivery order.
   std::vector<step_gpu_report> take_ready() {
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     std::vector<step_gpu_report> out;
     out.swap(ready_);
     return out;
@@ -68,19 +69,22 @@ class attribution_worker {
   std::vector<step_gpu_report> finish(gpu_delivery last) {
     submit(std::move(last));
     stop();
-    // Anything left (the thread never started, or it stopped early): attributed here.
-    while (!inbox_.empty()) {
-      process(std::move(inbox_.front()));
-      inbox_.pop_front();
+    // Anything left (the thread never started, or it stopped early): attributed here, taken under
+    // the lock like every other access to inbox_ (process() takes it again for ready_).
+    std::deque<gpu_delivery> left;
+    {
+      detail::lock_guard lock(mu_);
+      left.swap(inbox_);
     }
+    for (auto& d : left) process(std::move(d));
     return take_ready();
   }
 
  private:
   void run() {
-    std::unique_lock<std::mutex> lock(mu_);
+    detail::unique_lock lock(mu_);
     for (;;) {
-      wake_.wait(lock, [this] { return stopping_ || !inbox_.empty(); });
+      wake_.wait(lock.native(), [this]() TRACEML_REQUIRES(mu_) { return stopping_ || !inbox_.empty(); });
       if (inbox_.empty()) return;  // stopping, nothing left
       gpu_delivery d = std::move(inbox_.front());
       inbox_.pop_front();
@@ -99,14 +103,14 @@ class attribution_worker {
       report_once("attribution-worker", std::string("GPU attribution failed: ") + e.what() +
                                             "; the steps of that round have no GPU figures");
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     for (auto& r : reports) ready_.push_back(std::move(r));
   }
 
   /// Finishes what is queued and joins the thread.
   void stop() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       stopping_ = true;
     }
     wake_.notify_one();
@@ -114,11 +118,11 @@ class attribution_worker {
   }
 
   attribution_stage stage_;
-  std::mutex mu_;
+  detail::mutex mu_;
   std::condition_variable wake_;
-  std::deque<gpu_delivery> inbox_;        // mu_
-  std::vector<step_gpu_report> ready_;    // mu_
-  bool stopping_ = false;                 // mu_
+  std::deque<gpu_delivery> inbox_ TRACEML_GUARDED_BY(mu_);
+  std::vector<step_gpu_report> ready_ TRACEML_GUARDED_BY(mu_);
+  bool stopping_ TRACEML_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

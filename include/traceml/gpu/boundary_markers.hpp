@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "traceml/config.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -50,7 +51,7 @@ class boundary_markers {
       cudaGetLastError();
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     buffer_locked(dev);
   }
 
@@ -70,7 +71,7 @@ class boundary_markers {
     {
       // Only the numbering is serialized; the memset itself runs outside the lock, so that no
       // CUPTI callback can ever wait on it.
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       buf = buffer_locked(dev);
       if (!buf) return 0;
       seq = ++seq_;
@@ -95,7 +96,7 @@ class boundary_markers {
 
   /// Frees the device buffers (at shutdown, once nothing is enqueued any more).
   void release() noexcept {
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     for (auto& p : buffers_)
       if (p) cudaFree(p);
     buffers_.clear();
@@ -103,7 +104,7 @@ class boundary_markers {
   }
 
  private:
-  void* buffer_locked(int dev) noexcept {
+  void* buffer_locked(int dev) noexcept TRACEML_REQUIRES(mu_) {
     if (dev < 0 || dev >= detail::max_devices) return nullptr;
     if (buffers_.empty()) buffers_.assign(detail::max_devices, nullptr);  // once, at prepare()
     auto& slot = buffers_[static_cast<std::size_t>(dev)];
@@ -115,9 +116,9 @@ class boundary_markers {
   }
 
   const bool on_;
-  std::mutex mu_;                // guards seq_ and buffers_ (a leaf)
-  std::vector<void*> buffers_;   // per device, allocated on its first marker
-  std::uint64_t seq_ = 0;
+  detail::mutex mu_;  // guards seq_ and buffers_ (a leaf)
+  std::vector<void*> buffers_ TRACEML_GUARDED_BY(mu_);  // per device, allocated on its first marker
+  std::uint64_t seq_ TRACEML_GUARDED_BY(mu_) = 0;
   std::atomic<std::uint64_t> issued_[detail::marker_window] = {};  // residue -> last seq issued
 };
 

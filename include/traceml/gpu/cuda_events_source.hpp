@@ -22,6 +22,7 @@
 #include "traceml/clock.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/scope_pairing.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
 #include "traceml/gpu/device_check.hpp"
 #include "traceml/gpu/event_sampling.hpp"
@@ -130,7 +131,7 @@ class cuda_events_source : public gpu_source {
     if (r.kind == phase_kind::step) sampling_.end_step(r.end_ns - r.begin_ns);
     bool kept = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       kept = scopes_.closed(r, p);
     }
     if (!kept) timer_->release(p);
@@ -141,7 +142,7 @@ class cuda_events_source : public gpu_source {
     if (!ok() || !opt_.memory) return;
     try {
       const memory_sample m = opt_.memory();
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       closed_memory_.emplace_back(step.step, m);
     } catch (const std::exception& e) {
       report_once("events-step-closed", std::string("a step's memory sample failed: ") + e.what());
@@ -154,7 +155,7 @@ class cuda_events_source : public gpu_source {
     if (!ok()) return;
     pending_step p;
     p.step = step;
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     bool closed_seen = false;
     while (!closed_memory_.empty() && closed_memory_.front().first <= step) {
       if (closed_memory_.front().first == step) {
@@ -179,7 +180,7 @@ class cuda_events_source : public gpu_source {
   gpu_delivery collect(bool final) override {
     gpu_delivery d;
     d.final = final;
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     while (!pending_.empty()) {
       auto& p = pending_.front();
       bool done = true;
@@ -227,10 +228,11 @@ class cuda_events_source : public gpu_source {
   std::string why_;
   event_sampling sampling_{opt_.event_budget};
   std::unique_ptr<event_timer> timer_;  // its own lock is a leaf: taken under mu_ (never the reverse)
-  std::mutex mu_;                       // guards pending_, closed_memory_ and scopes_' closed spans (its open stacks are per thread)
+  detail::mutex mu_;  // guards pending_, closed_memory_ and scopes_' closed spans (its open stacks are per thread)
   detail::scope_pairing<open_entry, event_pair> scopes_;
-  std::deque<pending_step> pending_;
-  std::deque<std::pair<std::int32_t, memory_sample>> closed_memory_;  // step_closed() to step_ended()
+  std::deque<pending_step> pending_ TRACEML_GUARDED_BY(mu_);
+  // step_closed() to step_ended()
+  std::deque<std::pair<std::int32_t, memory_sample>> closed_memory_ TRACEML_GUARDED_BY(mu_);
 };
 
 TRACEML_END_NAMESPACE

@@ -27,6 +27,7 @@
 
 #include "traceml/clock.hpp"
 #include "traceml/config.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/activity.hpp"
 #include "traceml/gpu/boundary_markers.hpp"
 #include "traceml/gpu/cupti_api.hpp"
@@ -163,7 +164,7 @@ class cupti_reader {
     std::vector<gpu_record> recs;
     std::vector<marker_time> marks;
     {
-      std::lock_guard<std::mutex> lock(parse_mu_);  // one parse at a time: the name tables
+      detail::lock_guard lock(parse_mu_);  // one parse at a time: the name tables
       CUpti_Activity* a = nullptr;
       while (next(buffer, valid, &a) == CUPTI_SUCCESS) parse_one(a, recs, marks);
     }
@@ -175,14 +176,14 @@ class cupti_reader {
       marks.erase(std::remove_if(marks.begin(), marks.end(), [](const marker_time& m) { return !m.begin_ns || !m.end_ns; }),
                   marks.end());
     }
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    detail::lock_guard lock(inbox_mu_);
     inbox_records_.insert(inbox_records_.end(), recs.begin(), recs.end());
     inbox_markers_.insert(inbox_markers_.end(), marks.begin(), marks.end());
   }
 
   /// Moves out what was parsed since the last call.
   void take(std::vector<gpu_record>& records, std::vector<marker_time>& markers) {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    detail::lock_guard lock(inbox_mu_);
     records.insert(records.end(), inbox_records_.begin(), inbox_records_.end());
     markers.insert(markers.end(), inbox_markers_.begin(), inbox_markers_.end());
     inbox_records_.clear();
@@ -220,6 +221,7 @@ class cupti_reader {
   }
 
   bool allocate_buffers() {
+    detail::lock_guard lock(pool_mu_);  // no buffer is asked for yet: uncontended; the pool stays under it
     pool_.reserve(opt_.buffer_count);
     try {
       for (std::size_t i = 0; i < opt_.buffer_count; ++i) {
@@ -239,7 +241,7 @@ class cupti_reader {
     *max_records = 0;
     cupti_reader* self = instance().load();
     if (!self) return;
-    std::lock_guard<std::mutex> lock(self->pool_mu_);
+    detail::lock_guard lock(self->pool_mu_);
     if (self->pool_.empty()) {
       self->refused_.fetch_add(1);
       return;  // CUPTI drops records and counts them: reported as dropped_records
@@ -260,7 +262,7 @@ class cupti_reader {
       self->dropped_since_.fetch_add(dropped);
     }
     if (self->zeroed_buffers_) std::memset(buffer, 0, self->opt_.buffer_bytes);  // off the training thread
-    std::lock_guard<std::mutex> lock(self->pool_mu_);
+    detail::lock_guard lock(self->pool_mu_);
     self->pool_.push_back(buffer);
   }
 
@@ -283,7 +285,8 @@ class cupti_reader {
     return g;
   }
 
-  void parse_one(const CUpti_Activity* a, std::vector<gpu_record>& recs, std::vector<marker_time>& marks) {
+  void parse_one(const CUpti_Activity* a, std::vector<gpu_record>& recs, std::vector<marker_time>& marks)
+      TRACEML_REQUIRES(parse_mu_) {
     switch (a->kind) {
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
@@ -319,7 +322,7 @@ class cupti_reader {
     }
   }
 
-  const char* intern(const char* raw) {  // parse_mu_ held
+  const char* intern(const char* raw) TRACEML_REQUIRES(parse_mu_) {
     if (!raw) return "<unnamed>";
     auto it = names_by_ptr_.find(raw);
     // CUPTI shares one name pointer across a kernel's records; the strcmp guards against reuse.
@@ -352,15 +355,16 @@ class cupti_reader {
 
   // Three leaf locks, never held together: pool_mu_ (the free buffers), parse_mu_ (the name
   // tables), inbox_mu_ (parsed values not yet taken).
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<std::uint8_t[]>> storage_;
-  std::vector<std::uint8_t*> pool_;
-  std::mutex parse_mu_;
-  std::unordered_map<const char*, std::pair<std::string, const char*>> names_by_ptr_;
-  std::unordered_set<std::string> names_;  // node-based: c_str() stays valid while the reader lives
-  std::mutex inbox_mu_;
-  std::vector<gpu_record> inbox_records_;
-  std::vector<marker_time> inbox_markers_;
+  detail::mutex pool_mu_;
+  std::vector<std::unique_ptr<std::uint8_t[]>> storage_ TRACEML_GUARDED_BY(pool_mu_);
+  std::vector<std::uint8_t*> pool_ TRACEML_GUARDED_BY(pool_mu_);
+  detail::mutex parse_mu_;
+  std::unordered_map<const char*, std::pair<std::string, const char*>> names_by_ptr_ TRACEML_GUARDED_BY(parse_mu_);
+  // node-based: c_str() stays valid while the reader lives
+  std::unordered_set<std::string> names_ TRACEML_GUARDED_BY(parse_mu_);
+  detail::mutex inbox_mu_;
+  std::vector<gpu_record> inbox_records_ TRACEML_GUARDED_BY(inbox_mu_);
+  std::vector<marker_time> inbox_markers_ TRACEML_GUARDED_BY(inbox_mu_);
 };
 
 TRACEML_END_NAMESPACE

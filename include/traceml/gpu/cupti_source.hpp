@@ -36,6 +36,7 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/scope_pairing.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/boundary_markers.hpp"
 #include "traceml/gpu/cupti_reader.hpp"
 #include "traceml/gpu/device_check.hpp"
@@ -153,7 +154,7 @@ class cupti_source : public gpu_source {
     }
     bool kept = false;
     {
-      std::lock_guard<std::mutex> lock(hook_mu_);
+      detail::lock_guard lock(hook_mu_);
       kept = scopes_.closed(r, closed_scope{b.marker, end_marker, ev});
     }
     if (!kept && events_) events_->release(ev);
@@ -168,7 +169,7 @@ class cupti_source : public gpu_source {
       closed_step c{step.step, switch_.current(), switch_.current_slot(), {}};
       if (opt_.memory) c.memory = opt_.memory();
       {
-        std::lock_guard<std::mutex> lock(hook_mu_);
+        detail::lock_guard lock(hook_mu_);
         closed_steps_.push_back(c);
       }
       // A recorded step's switch-off is pending: the worker polls it from now on. Only recorded
@@ -189,7 +190,7 @@ class cupti_source : public gpu_source {
     closed_step c{step, switch_.current(), switch_.current_slot(), {}};  // without step_closed(): now
     bool closed_seen = false;
     {
-      std::lock_guard<std::mutex> lock(hook_mu_);
+      detail::lock_guard lock(hook_mu_);
       while (!closed_steps_.empty() && closed_steps_.front().step <= step) {
         if (closed_steps_.front().step == step) {
           c = closed_steps_.front();
@@ -214,7 +215,7 @@ class cupti_source : public gpu_source {
     p.slot = c.slot;
     p.memory = closed_seen || !opt_.memory ? c.memory : opt_.memory();
     {
-      std::lock_guard<std::mutex> lock(state_mu_);
+      detail::lock_guard lock(state_mu_);
       p.flushes_at_end = flushes_done_;
       steps_.push_back(std::move(p));
     }
@@ -237,7 +238,7 @@ class cupti_source : public gpu_source {
     if (reader_.take_refused())
       report_once("cupti-buffers", "CUPTI activity buffers exhausted: records are being dropped (raise "
                                    "cupti_options::buffer_count or buffer_bytes); steps report dropped_records");
-    std::lock_guard<std::mutex> lock(state_mu_);
+    detail::lock_guard lock(state_mu_);
     for (const auto& m : d.markers) seen_markers_.insert(m.seq);
     // Events are read as soon as they completed, whether or not the step's records are complete:
     // they go back to the pool while a recorded step waits for its flush.
@@ -367,7 +368,7 @@ class cupti_source : public gpu_source {
   void stop() {
     if (running_) {
       {
-        std::lock_guard<std::mutex> lock(state_mu_);
+        detail::lock_guard lock(state_mu_);
         stopping_ = true;
       }
       wake_.notify_all();
@@ -388,15 +389,15 @@ class cupti_source : public gpu_source {
   /// passed the recorded step (polled every millisecond while one is pending).
   void worker_loop() {
     auto next_flush = std::chrono::steady_clock::now();
-    std::unique_lock<std::mutex> lock(state_mu_);
+    detail::unique_lock lock(state_mu_);
     while (!stopping_) {
       const bool pending = switch_.off_pending();
       if (pending)
-        wake_.wait_for(lock, std::chrono::milliseconds(1));
+        wake_.wait_for(lock.native(), std::chrono::milliseconds(1));
       else if (opt_.flush_period_ms > 0)
-        wake_.wait_until(lock, next_flush);
+        wake_.wait_until(lock.native(), next_flush);
       else
-        wake_.wait_for(lock, std::chrono::milliseconds(10));  // no periodic flush: only switch-offs to watch
+        wake_.wait_for(lock.native(), std::chrono::milliseconds(10));  // no periodic flush: only switch-offs to watch
       if (stopping_) break;
       if (pending) {
         lock.unlock();
@@ -428,17 +429,19 @@ class cupti_source : public gpu_source {
   event_sampling sampling_{opt_.event_budget};  // which steps the events time (training thread)
   std::unique_ptr<event_timer> events_;  // nullptr: phase_events off or no event could be made
 
-  std::mutex hook_mu_;  // also guards closed_steps_
+  detail::mutex hook_mu_;  // also guards closed_steps_
   detail::scope_pairing<open_scope, closed_scope> scopes_;
-  std::deque<closed_step> closed_steps_;  // step_closed() to step_ended(), in step order
+  std::deque<closed_step> closed_steps_ TRACEML_GUARDED_BY(hook_mu_);  // step_closed() to step_ended(), in step order
 
-  std::mutex state_mu_;
+  detail::mutex state_mu_;
   std::condition_variable wake_;
-  bool stopping_ = false;
-  std::deque<pending_step> steps_;
-  std::uint64_t flushes_done_ = 0;
-  std::uint64_t off_flushed_marker_ = 0;  // records up to this end marker were force-flushed
-  std::unordered_set<std::uint64_t> seen_markers_;  // marker times delivered, of steps not yet complete
+  bool stopping_ TRACEML_GUARDED_BY(state_mu_) = false;
+  std::deque<pending_step> steps_ TRACEML_GUARDED_BY(state_mu_);
+  std::uint64_t flushes_done_ TRACEML_GUARDED_BY(state_mu_) = 0;
+  // records up to this end marker were force-flushed
+  std::uint64_t off_flushed_marker_ TRACEML_GUARDED_BY(state_mu_) = 0;
+  // marker times delivered, of steps not yet complete
+  std::unordered_set<std::uint64_t> seen_markers_ TRACEML_GUARDED_BY(state_mu_);
   std::thread worker_;
 };
 

@@ -20,6 +20,7 @@
 
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -62,7 +63,7 @@ class event_timer {
     if (!ok() || detail::stream_capturing(stream)) return nullptr;
     cudaEvent_t e = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       if (free_.empty()) {
         exhausted();
         return nullptr;
@@ -81,7 +82,7 @@ class event_timer {
   /// Returns an event to the pool (nullptr: nothing).
   void release(cudaEvent_t e) noexcept {
     if (!e) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     free_.push_back(e);  // never reallocates: capacity is the pool size
   }
   void release(event_pair& p) noexcept {
@@ -136,7 +137,7 @@ class event_timer {
   }
 
  private:
-  void exhausted() {
+  void exhausted() TRACEML_REQUIRES(mu_) {
     if (said_exhausted_) return;
     said_exhausted_ = true;
     report_once("cuda-events-pool", "CUDA event pool exhausted (" + std::to_string(all_.size()) +
@@ -144,9 +145,9 @@ class event_timer {
   }
 
   std::vector<cudaEvent_t> all_;   // every event, destroyed with the timer; fixed after construction
-  std::mutex mu_;                  // guards free_ only (a leaf: nothing else is locked under it)
-  std::vector<cudaEvent_t> free_;
-  bool said_exhausted_ = false;    // guarded by mu_
+  detail::mutex mu_;               // guards free_ only (a leaf: nothing else is locked under it)
+  std::vector<cudaEvent_t> free_ TRACEML_GUARDED_BY(mu_);
+  bool said_exhausted_ TRACEML_GUARDED_BY(mu_) = false;
 };
 
 TRACEML_END_NAMESPACE

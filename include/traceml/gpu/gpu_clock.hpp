@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "traceml/config.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -45,7 +46,7 @@ class gpu_clock {
     if (!ready() || detail::stream_capturing(stream)) return -1;
     int slot = -1;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       if (free_.empty()) {
         if (why_.empty()) why_ = "all " + std::to_string(slots_) + " clock stamps in flight (steps not yet delivered)";
         return -1;
@@ -83,7 +84,7 @@ class gpu_clock {
   }
   void release(int slot) noexcept {
     if (slot < 0) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     free_.push_back(slot);
   }
 
@@ -160,7 +161,10 @@ class gpu_clock {
     void* dev = nullptr;
     if (cudaHostGetDevicePointer(&dev, host, 0) != cudaSuccess) return fail("pinned memory not mapped to the device");
     device_ = static_cast<std::uint64_t*>(dev);
-    for (std::size_t i = slots_; i > 0; --i) free_.push_back(static_cast<int>(i - 1));
+    {
+      detail::lock_guard lock(mu_);
+      for (std::size_t i = slots_; i > 0; --i) free_.push_back(static_cast<int>(i - 1));
+    }
     // The last two words of the pinned block belong to the burst (begin, end).
     burst_host_ = host_ + slots_;
     burst_device_ = device_ + slots_;
@@ -185,8 +189,8 @@ class gpu_clock {
   std::uint64_t* device_ = nullptr;
   volatile std::uint64_t* burst_host_ = nullptr;
   std::uint64_t* burst_device_ = nullptr;
-  std::mutex mu_;
-  std::vector<int> free_;  // guarded by mu_
+  detail::mutex mu_;
+  std::vector<int> free_ TRACEML_GUARDED_BY(mu_);
 };
 
 TRACEML_END_NAMESPACE

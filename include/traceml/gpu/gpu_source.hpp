@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "traceml/config.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/activity.hpp"
 #include "traceml/gpu/attribution_io.hpp"
 #include "traceml/phase_kind.hpp"
@@ -58,8 +59,8 @@ namespace detail {
 /// Set where the source is chosen (make_best_gpu_source, the TRACEML_OUT session) and read by a
 /// profiler that ends with no source, so that its outputs say why rather than only how to attach one.
 struct no_gpu_source_note {
-  std::mutex mu;
-  std::string status;
+  detail::mutex mu;
+  std::string status TRACEML_GUARDED_BY(mu);
 };
 inline no_gpu_source_note& no_gpu_source_reason() {
   static no_gpu_source_note& note = *new no_gpu_source_note;  // never destroyed: read at exit
@@ -67,12 +68,12 @@ inline no_gpu_source_note& no_gpu_source_reason() {
 }
 inline void note_no_gpu_source(const std::string& status) {
   auto& n = no_gpu_source_reason();
-  std::lock_guard<std::mutex> lock(n.mu);
+  detail::lock_guard lock(n.mu);
   n.status = status;
 }
 inline std::string noted_no_gpu_source() {
   auto& n = no_gpu_source_reason();
-  std::lock_guard<std::mutex> lock(n.mu);
+  detail::lock_guard lock(n.mu);
   return n.status;
 }
 }  // namespace detail

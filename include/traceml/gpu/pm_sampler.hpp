@@ -38,6 +38,7 @@
 
 #include "traceml/clock.hpp"
 #include "traceml/config.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/device_check.hpp"
 #include "traceml/gpu/pm_sample_decoder.hpp"
 #include "traceml/gpu/pm_samples.hpp"
@@ -90,12 +91,12 @@ class pm_sampler {
 #if TRACEML_HAS_PM_SAMPLING
     if (running_) {
       {
-        std::lock_guard<std::mutex> lock(wake_mu_);
+        detail::lock_guard lock(wake_mu_);
         stopping_ = true;
       }
       wake_.notify_all();
       if (worker_.joinable()) worker_.join();
-      if (!paused_) {
+      if (!paused_now()) {
         stop_hardware();
         decode_all();
       }
@@ -113,11 +114,11 @@ class pm_sampler {
 #if TRACEML_HAS_PM_SAMPLING
     if (!running_) return;
     {
-      std::lock_guard<std::mutex> lock(cupti_mu_);  // no decode pass runs while the state changes
-      std::lock_guard<std::mutex> wake(wake_mu_);
+      detail::lock_guard lock(cupti_mu_);  // no decode pass runs while the state changes
+      detail::lock_guard wake(wake_mu_);
       if (paused_) return;
       if (const CUptiResult r = stop_hardware(); r != CUPTI_SUCCESS) {
-        std::lock_guard<std::mutex> out(out_mu_);
+        detail::lock_guard out(out_mu_);
         if (decode_failure_.empty())
           decode_failure_ = "hardware counters could not pause: " +
                             detail::describe_pm_failure("cuptiPmSamplingStop", static_cast<int>(r), api_.describe(r));
@@ -126,7 +127,7 @@ class pm_sampler {
       paused_ = true;
     }
     decode_all();  // empties the hardware buffer; nothing is kept while paused
-    std::lock_guard<std::mutex> out(out_mu_);
+    detail::lock_guard out(out_mu_);
     keep_ = false;
     out_.clear();
 #endif
@@ -139,11 +140,11 @@ class pm_sampler {
 #if TRACEML_HAS_PM_SAMPLING
     if (!running_) return false;
     {
-      std::lock_guard<std::mutex> lock(cupti_mu_);
-      std::lock_guard<std::mutex> wake(wake_mu_);
+      detail::lock_guard lock(cupti_mu_);
+      detail::lock_guard wake(wake_mu_);
       if (paused_) {
         if (const CUptiResult r = start_hardware(); r != CUPTI_SUCCESS) {
-          std::lock_guard<std::mutex> out(out_mu_);
+          detail::lock_guard out(out_mu_);
           decode_failure_ = "hardware counters could not start again: " +
                             detail::describe_pm_failure("cuptiPmSamplingStart", static_cast<int>(r), api_.describe(r));
           return false;
@@ -153,7 +154,7 @@ class pm_sampler {
       }
     }
     wake_.notify_all();
-    std::lock_guard<std::mutex> out(out_mu_);
+    detail::lock_guard out(out_mu_);
     keep_ = true;
     return true;
 #else
@@ -163,7 +164,7 @@ class pm_sampler {
   /// Whether the hardware is sampling now (started and not paused).
   bool sampling_now() const {
 #if TRACEML_HAS_PM_SAMPLING
-    std::lock_guard<std::mutex> wake(wake_mu_);
+    detail::lock_guard wake(wake_mu_);
     return running_ && !paused_;
 #else
     return false;
@@ -175,7 +176,7 @@ class pm_sampler {
   void stop_worker() {
 #if TRACEML_HAS_PM_SAMPLING
     {
-      std::lock_guard<std::mutex> lock(wake_mu_);
+      detail::lock_guard lock(wake_mu_);
       stopping_ = true;
     }
     wake_.notify_all();
@@ -195,11 +196,11 @@ class pm_sampler {
   std::int64_t interval_ns() const noexcept { return opt_.interval_ns; }
   /// The samples decoded since the previous take(), in time order.
   std::vector<pm_sample> take() {
-    std::lock_guard<std::mutex> lock(out_mu_);
+    detail::lock_guard lock(out_mu_);
     return std::exchange(out_, {});
   }
   pm_sampler_stats stats() const {
-    std::lock_guard<std::mutex> lock(out_mu_);
+    detail::lock_guard lock(out_mu_);
     return stats_;
   }
   /// The metric names in use, in the order they are evaluated.
@@ -215,7 +216,7 @@ class pm_sampler {
   const std::string& why() const noexcept { return why_; }
   /// "" while decoding works; otherwise why samples stopped coming during the run.
   std::string decode_failure() const {
-    std::lock_guard<std::mutex> lock(out_mu_);
+    detail::lock_guard lock(out_mu_);
     return decode_failure_;
   }
   std::string status() const {
@@ -237,8 +238,15 @@ class pm_sampler {
   /// The counters chosen and configured, the decoder's image sized for them; "" or why not.
   std::string configure() {
     if (std::string why = config_.configure(api_, device_, opt_); !why.empty()) return why;
-    std::lock_guard<std::mutex> lock(cupti_mu_);
+    detail::lock_guard lock(cupti_mu_);
     return decoder_.prepare(api_, config_, opt_.max_samples);
+  }
+
+  /// Whether pause() stopped the hardware (read under wake_mu_: pause() and resume() may run on
+  /// another thread).
+  bool paused_now() {
+    detail::lock_guard lock(wake_mu_);
+    return paused_;
   }
 
   CUptiResult start_hardware() {
@@ -257,13 +265,13 @@ class pm_sampler {
   /// A failure here only stops decoding (said once through decode_failure()); the sampling object is
   /// torn down by stop(), on the thread that owns it, never by the worker.
   void decode_all() {
-    std::lock_guard<std::mutex> lock(cupti_mu_);
+    detail::lock_guard lock(cupti_mu_);
     if (decode_failed_) return;
     const std::int64_t t0 = now_ns();
     detail::pm_decoded got = decoder_.decode(api_, config_);
     const std::int64_t spent = now_ns() - t0;
     if (!got.failure.empty()) decode_failed_ = true;
-    std::lock_guard<std::mutex> out(out_mu_);
+    detail::lock_guard out(out_mu_);
     if (!got.failure.empty()) decode_failure_ = "hardware counters stopped: " + got.failure;
     detail::add_decoded(stats_, got, spent);
     if (keep_) out_.insert(out_.end(), got.samples.begin(), got.samples.end());
@@ -273,11 +281,12 @@ class pm_sampler {
     // Decoding needs the device's context current on this thread (without it CUPTI crashes).
     cudaSetDevice(static_cast<int>(device_));
     cudaGetLastError();
-    std::unique_lock<std::mutex> lock(wake_mu_);
+    detail::unique_lock lock(wake_mu_);
     while (!stopping_) {
-      wake_.wait_for(lock, std::chrono::milliseconds(opt_.decode_period_ms), [this] { return stopping_; });
+      wake_.wait_for(lock.native(), std::chrono::milliseconds(opt_.decode_period_ms),
+                     [this]() TRACEML_REQUIRES(wake_mu_) { return stopping_; });
       // Paused: nothing arrives, so sleep until resumed (or stopped) instead of polling.
-      wake_.wait(lock, [this] { return stopping_ || !paused_; });
+      wake_.wait(lock.native(), [this]() TRACEML_REQUIRES(wake_mu_) { return stopping_ || !paused_; });
       if (stopping_) break;
       lock.unlock();
       decode_all();
@@ -299,20 +308,20 @@ class pm_sampler {
   detail::pm_sampling_api api_;
   std::size_t device_ = 0;
   detail::pm_sampling_config config_;  // written by start() before the worker exists, then only read
-  detail::pm_sample_decoder decoder_;  // guarded by cupti_mu_
+  detail::pm_sample_decoder decoder_ TRACEML_GUARDED_BY(cupti_mu_);
   std::thread worker_;
-  mutable std::mutex wake_mu_;
+  mutable detail::mutex wake_mu_;
   std::condition_variable wake_;
-  bool stopping_ = false;     // guarded by wake_mu_
-  bool paused_ = false;       // guarded by wake_mu_ (changed with cupti_mu_ held too)
-  std::mutex cupti_mu_;       // serialises decode passes (worker and flush())
-  bool decode_failed_ = false;  // guarded by cupti_mu_
+  bool stopping_ TRACEML_GUARDED_BY(wake_mu_) = false;
+  bool paused_ TRACEML_GUARDED_BY(wake_mu_) = false;  // changed with cupti_mu_ held too
+  detail::mutex cupti_mu_;       // serialises decode passes (worker and flush())
+  bool decode_failed_ TRACEML_GUARDED_BY(cupti_mu_) = false;
 #endif
-  mutable std::mutex out_mu_;
-  std::vector<pm_sample> out_;
-  pm_sampler_stats stats_;
-  std::string decode_failure_;  // guarded by out_mu_
-  bool keep_ = true;            // guarded by out_mu_
+  mutable detail::mutex out_mu_;
+  std::vector<pm_sample> out_ TRACEML_GUARDED_BY(out_mu_);
+  pm_sampler_stats stats_ TRACEML_GUARDED_BY(out_mu_);
+  std::string decode_failure_ TRACEML_GUARDED_BY(out_mu_);
+  bool keep_ TRACEML_GUARDED_BY(out_mu_) = true;
   // Lock order where more than one is held: cupti_mu_, then wake_mu_, then out_mu_.
 };
 

@@ -40,6 +40,7 @@
 #include "traceml/clock.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
 #include "traceml/gpu/gpu_clock.hpp"
 #include "traceml/gpu/gpu_source.hpp"
@@ -172,7 +173,7 @@ class pm_sampling_source : public gpu_source {
       if (!clock_.why().empty()) report_once("pm-clock", "hardware counters not placed on phases: " + clock_.why());
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     stamps_[step] = slot;
   }
   bool step_timed() const noexcept override { return !inner_ || inner_->step_timed(); }
@@ -294,7 +295,7 @@ class pm_sampling_source : public gpu_source {
     if (a.gpu_clock_ns >= 0) return;
     int slot = -1;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       auto it = stamps_.find(a.step);
       if (it == stamps_.end()) return;
       slot = it->second;
@@ -323,7 +324,7 @@ class pm_sampling_source : public gpu_source {
     }
     {
       const std::int64_t reach = samples_reach_ns(samples_);
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       for (auto it = stamps_.begin(); it != stamps_.end();) {
         std::int64_t t = -1;
         if (clock_.peek(it->second, t)) {
@@ -352,8 +353,8 @@ class pm_sampling_source : public gpu_source {
   pm_sampler_stats base_stats_;                     // its counts when this source took it
   std::int64_t taken_ns_ = 0;                       // and when
   gpu_clock clock_;
-  std::mutex mu_;                                   // guards stamps_ (hooks vs collect)
-  std::unordered_map<std::int32_t, int> stamps_;    // step -> clock slot
+  detail::mutex mu_;                                // guards stamps_ (hooks vs collect)
+  std::unordered_map<std::int32_t, int> stamps_ TRACEML_GUARDED_BY(mu_);  // step -> clock slot
   std::deque<held_step> held_;                      // collect() only (one caller at a time)
   std::vector<pm_sample> samples_;                  // sorted, on the GPU's clock; collect() only
   std::int64_t released_end_ns_ = -1;               // GPU-clock end of the last step released; collect() only

@@ -24,6 +24,7 @@
 
 #include "traceml/clock.hpp"
 #include "traceml/config.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
 #include "traceml/gpu/cupti_reader.hpp"
 #include "traceml/gpu/recording_budget.hpp"
@@ -54,6 +55,7 @@ class record_switch {
   void start() noexcept {
     if (!sampling()) return;
     reader_.disable_all();
+    detail::lock_guard lock(mu_);  // taken after the reader call: mu_ is a leaf but for those
     if (cudaEventCreateWithFlags(&off_event_, cudaEventDisableTiming) != cudaSuccess) {
       cudaGetLastError();
       off_event_ = nullptr;  // records then go off at each recorded step's end (some may be lost)
@@ -66,7 +68,7 @@ class record_switch {
     schedule_slot slot;
     bool on = true;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       on = decide(step, slot);
       slot_ = slot;
       step_ = step;
@@ -80,7 +82,7 @@ class record_switch {
   bool current() const noexcept { return current_.load(std::memory_order_relaxed); }
   /// The current (or just ended) step's place in the schedule (phase unscheduled without one).
   schedule_slot current_slot() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     return slot_;
   }
 
@@ -89,13 +91,13 @@ class record_switch {
     const bool traced = current();
     if (traced && !next_records_on()) switch_off_after_step(stream, end_marker);
     if (budget_share_ <= 0) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     budget_.step_done(duration_ns, traced);
   }
 
   /// Worker: a switch-off waits for the GPU to pass the recorded step.
   bool off_pending() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     return off_pending_;
   }
 
@@ -103,7 +105,7 @@ class record_switch {
   /// did; `flushed_marker` is then the recorded step's end marker.
   bool switch_off_if_due(std::uint64_t& flushed_marker) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       if (!off_pending_) return false;
       const cudaError_t q = cudaEventQuery(off_event_);
       if (q == cudaErrorNotReady) return false;
@@ -120,12 +122,12 @@ class record_switch {
   /// "kernel records on 3 step(s) chosen to keep their cost under 0.5% ...", for status().
   std::string describe() const {
     if (schedule_) {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       return "kernel records on " + std::to_string(scheduled_) + " step(s) by " + schedule_->describe() +
              ", warm-up steps' records discarded";
     }
     if (budget_share_ > 0) {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       char buf[200];
       std::snprintf(buf, sizeof buf,
                     "kernel records on %llu step(s) chosen to keep their cost under %.1f%% of run time: one cost "
@@ -145,7 +147,7 @@ class record_switch {
  private:
   /// The one decision point: records on for `step`? `slot` says where it sits in the schedule.
   /// mu_ held (the budget's state).
-  bool decide(std::int32_t step, schedule_slot& slot) noexcept {
+  bool decide(std::int32_t step, schedule_slot& slot) noexcept TRACEML_REQUIRES(mu_) {
     if (schedule_) {
       slot = schedule_->at(step);
       scheduled_ += slot.phase == schedule_phase::active;
@@ -161,7 +163,7 @@ class record_switch {
   /// on and the switch-off waits for the end of the run of recorded steps.
   bool next_records_on() const noexcept {
     if (!schedule_) return false;  // no lock taken at the step ends of a budget or 1-in-N run
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     return schedule_->at(static_cast<std::int64_t>(step_) + 1).records_on();
   }
 
@@ -170,7 +172,7 @@ class record_switch {
   /// none stays on between recorded steps. On: training thread, at a recorded step's begin.
   void set_records_on() noexcept {
     if (!sampling()) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     off_pending_ = false;  // a pending switch-off would cut this step's records: records stay on
     if (records_on_) return;
     const std::int64_t t0 = now_ns();
@@ -189,7 +191,7 @@ class record_switch {
   /// unfinished and are ignored (they belong to unrecorded steps).
   void switch_off_after_step(cudaStream_t stream, std::uint64_t end_marker) noexcept {
     if (!sampling()) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     if (off_event_ && !detail::stream_capturing(stream) && cudaEventRecord(off_event_, stream) == cudaSuccess) {
       off_pending_ = true;
       off_marker_ = end_marker;
@@ -204,15 +206,16 @@ class record_switch {
   const std::optional<recording_schedule> schedule_;  // decides when set (budget_share_ is then 0)
   const double budget_share_;
   const int sample_every_;
-  mutable std::mutex mu_;          // guards everything below but the atomics (a leaf but for reader calls)
-  recording_budget budget_;
-  schedule_slot slot_;             // the current step's place in the schedule
-  std::int32_t step_ = -1;         // the current step's number
-  std::uint64_t scheduled_ = 0;    // active steps so far (schedule only)
-  bool records_on_ = false;
-  bool off_pending_ = false;       // records go off once off_event_ completed
-  std::uint64_t off_marker_ = 0;   // the recorded step's end marker behind which off_event_ waits
-  cudaEvent_t off_event_ = nullptr;
+  mutable detail::mutex mu_;       // guards everything below but the atomics (a leaf but for reader calls)
+  recording_budget budget_ TRACEML_GUARDED_BY(mu_);
+  schedule_slot slot_ TRACEML_GUARDED_BY(mu_);  // the current step's place in the schedule
+  std::int32_t step_ TRACEML_GUARDED_BY(mu_) = -1;  // the current step's number
+  std::uint64_t scheduled_ TRACEML_GUARDED_BY(mu_) = 0;  // active steps so far (schedule only)
+  bool records_on_ TRACEML_GUARDED_BY(mu_) = false;
+  bool off_pending_ TRACEML_GUARDED_BY(mu_) = false;  // records go off once off_event_ completed
+  // the recorded step's end marker behind which off_event_ waits
+  std::uint64_t off_marker_ TRACEML_GUARDED_BY(mu_) = 0;
+  cudaEvent_t off_event_ TRACEML_GUARDED_BY(mu_) = nullptr;
   cupti_reader& reader_;
   std::atomic<bool> current_{true};  // the current step is recorded (always, without sampling)
   std::atomic<std::uint64_t> switches_{0};

@@ -41,6 +41,7 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/activation.hpp"
 #include "traceml/detail/diagnostics.hpp"
+#include "traceml/detail/thread_safety.hpp"
 #include "traceml/sinks/figure_notes.hpp"
 #include "traceml/sinks/report_table.hpp"
 
@@ -286,7 +287,7 @@ class live_view {
   /// thread's copy, twice a second) and live_board::add(); no allocation.
   void publish(const step_result& st) noexcept {
     if (!on_) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    detail::lock_guard lock(mu_);
     board_.add(st);
   }
 
@@ -296,7 +297,7 @@ class live_view {
     if (!on_ || (drawn_ && now_ns - last_draw_ns_ < o_.interval_ns)) return false;
     detail::live_board copy;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       copy = board_;
     }
     const auto snapshot = detail::make_live_snapshot(copy, o_.run_name, o_.expected_steps,
@@ -313,7 +314,7 @@ class live_view {
   /// profiler's table) starts where the view began. Idempotent.
   void stop() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      detail::lock_guard lock(mu_);
       if (stopped_) return;
       stopped_ = true;
     }
@@ -325,12 +326,13 @@ class live_view {
 
  private:
   void redraw_loop() {
-    std::unique_lock<std::mutex> lock(mu_);
+    detail::unique_lock lock(mu_);
     while (!stopped_) {
       lock.unlock();
       tick(o_.clock());
       lock.lock();
-      wake_.wait_for(lock, std::chrono::nanoseconds(o_.interval_ns), [this] { return stopped_; });
+      wake_.wait_for(lock.native(), std::chrono::nanoseconds(o_.interval_ns),
+                     [this]() TRACEML_REQUIRES(mu_) { return stopped_; });
     }
   }
 
@@ -339,10 +341,10 @@ class live_view {
   std::int64_t start_ns_ = 0;
   // mu_ guards board_ and stopped_ (one lock: the training thread's publish, the drawing thread's
   // copy, stop()'s flag and the thread's wake-ups).
-  std::mutex mu_;
+  detail::mutex mu_;
   std::condition_variable wake_;
-  detail::live_board board_;
-  bool stopped_ = false;
+  detail::live_board board_ TRACEML_GUARDED_BY(mu_);
+  bool stopped_ TRACEML_GUARDED_BY(mu_) = false;
   // Touched only by whoever calls tick() (the drawing thread), and by stop() once it has joined it.
   std::size_t lines_drawn_ = 0;
   std::int64_t last_draw_ns_ = 0;
