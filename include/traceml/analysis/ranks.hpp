@@ -100,19 +100,14 @@ inline double spread_above_median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.back() - quantile_sorted(v, 0.5);
 }
-}  // namespace detail
 
-/// Merges the ranks that reported. world_size >= 1; each rank in 0..world_size-1 at most once;
-/// a rank with no steps counts as missing. Steps numbered below `warmup` are left out.
-inline rank_merge merge_ranks(const std::vector<rank_steps>& reported, int world_size, std::size_t warmup = 0) {
-  if (world_size < 1) throw std::invalid_argument("merge_ranks: world size " + std::to_string(world_size) + " (must be at least 1)");
-  rank_merge m;
-  m.world_size = world_size;
-  m.warmup = warmup;
-  m.ranks.resize(static_cast<std::size_t>(world_size));
-  for (int r = 0; r < world_size; ++r) m.ranks[static_cast<std::size_t>(r)].rank = r;
-
-  // Per rank: step -> (wall, communication), after warm-up.
+/// Each rank's steps numbered `m.warmup` or later, by step number; marks the ranks of `m` that
+/// reported steps as present (with their count) and notes communication time. Throws on a rank
+/// outside the world, a rank reported twice or a step twice.
+inline std::vector<std::map<std::uint64_t, rank_step>> steps_by_rank(const std::vector<rank_steps>& reported,
+                                                                     rank_merge& m) {
+  const int world_size = m.world_size;
+  const std::size_t warmup = m.warmup;
   std::vector<std::map<std::uint64_t, rank_step>> by_step(static_cast<std::size_t>(world_size));
   for (const auto& rs : reported) {
     if (rs.rank < 0 || rs.rank >= world_size)
@@ -131,6 +126,22 @@ inline rank_merge merge_ranks(const std::vector<rank_steps>& reported, int world
       if (st.communication_ms > 0) m.has_communication = true;
     }
   }
+  return by_step;
+}
+}  // namespace detail
+
+/// Merges the ranks that reported. world_size >= 1; each rank in 0..world_size-1 at most once;
+/// a rank with no steps counts as missing. Steps numbered below `warmup` are left out.
+inline rank_merge merge_ranks(const std::vector<rank_steps>& reported, int world_size, std::size_t warmup = 0) {
+  if (world_size < 1) throw std::invalid_argument("merge_ranks: world size " + std::to_string(world_size) + " (must be at least 1)");
+  rank_merge m;
+  m.world_size = world_size;
+  m.warmup = warmup;
+  m.ranks.resize(static_cast<std::size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) m.ranks[static_cast<std::size_t>(r)].rank = r;
+
+  // Per rank: step -> (wall, communication), after warm-up.
+  const auto by_step = detail::steps_by_rank(reported, m);
   std::vector<int> present;
   for (const auto& s : m.ranks) (s.present ? present : m.missing).push_back(s.rank);
   if (present.empty()) return m;

@@ -32,6 +32,47 @@ inline std::vector<std::string> compared_phase_names(const std::vector<compared_
 }
 
 inline std::string optional_ms(const std::optional<double>& v) { return v ? ms_text(*v, 1) : "-"; }
+
+/// The table's rows under a header of run names: the label column as wide as the longest label (at
+/// least 36), each run's column as wide as its name (at least 14).
+inline std::string comparison_rows_text(const std::vector<compared_run>& runs,
+                                        const std::vector<std::pair<std::string, std::vector<std::string>>>& rows) {
+  std::size_t label_w = 36;
+  for (const auto& r : rows) label_w = std::max(label_w, r.first.size() + 1);
+  std::size_t col_w = 14;
+  for (const auto& r : runs) col_w = std::max(col_w, detail::printable(r.name).size() + 2);
+  // Wide cells (a spread of two four-digit times) widen every column: cells never run together.
+  for (const auto& r : rows)
+    for (const auto& c : r.second) col_w = std::max(col_w, c.size() + 2);
+  const auto cell = [&](const std::string& s) { return detail::pad(s, col_w); };
+  std::string out = std::string(label_w, ' ');
+  for (const auto& r : runs) out += cell(detail::printable(r.name));
+  out += "\n" + std::string(label_w + col_w * runs.size(), '-') + "\n";
+  for (const auto& [label, cells] : rows) {
+    out += detail::pad(label, label_w - 1, true) + " ";
+    for (const auto& c : cells) out += cell(c);
+    out += "\n";
+  }
+  return out;
+}
+
+/// The footer: which steps each block of the table rests on, per run.
+inline std::string comparison_footer(const std::vector<compared_run>& runs, bool kernels, bool counters) {
+  const auto counts = [&](const std::function<std::size_t(const compared_run&)>& get) {
+    std::string c;
+    for (const auto& r : runs) c += (c.empty() ? "" : ", ") + detail::printable(r.name) + " " + std::to_string(get(r));
+    return c;
+  };
+  std::string out = "wall: " + counts([](const compared_run& r) { return r.measured_steps; }) + " measured steps";
+  if (std::any_of(runs.begin(), runs.end(), [](const compared_run& r) { return r.gpu_steps > 0; }))
+    out += "; GPU ms: " + counts([](const compared_run& r) { return r.gpu_steps; }) + " steps";
+  if (kernels)
+    out += "; kernel figures: " + counts([](const compared_run& r) { return r.recorded_steps; }) +
+           " recorded steps (CUPTI), per recorded step";
+  if (counters)
+    out += "; hardware counters: " + counts([](const compared_run& r) { return r.sampled_steps; }) + " sampled steps";
+  return out + "\n";
+}
 }  // namespace detail
 
 /// The table; `extra` lines go just before the ratio to the fastest column.
@@ -99,37 +140,7 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
   for (const auto& e : extra) row(e.label, e.cells);
   line("median step / fastest median", [](const compared_run& r) { return fixed_text(r.ratio_to_fastest, 2) + "x"; });
 
-  std::size_t label_w = 36;
-  for (const auto& r : rows) label_w = std::max(label_w, r.first.size() + 1);
-  std::size_t col_w = 14;
-  for (const auto& r : runs) col_w = std::max(col_w, detail::printable(r.name).size() + 2);
-  // Wide cells (a spread of two four-digit times) widen every column: cells never run together.
-  for (const auto& r : rows)
-    for (const auto& c : r.second) col_w = std::max(col_w, c.size() + 2);
-  const auto cell = [&](const std::string& s) { return detail::pad(s, col_w); };
-  std::string out = std::string(label_w, ' ');
-  for (const auto& r : runs) out += cell(detail::printable(r.name));
-  out += "\n" + std::string(label_w + col_w * runs.size(), '-') + "\n";
-  for (const auto& [label, cells] : rows) {
-    out += detail::pad(label, label_w - 1, true) + " ";
-    for (const auto& c : cells) out += cell(c);
-    out += "\n";
-  }
-
-  const auto counts = [&](const std::function<std::size_t(const compared_run&)>& get) {
-    std::string c;
-    for (const auto& r : runs) c += (c.empty() ? "" : ", ") + detail::printable(r.name) + " " + std::to_string(get(r));
-    return c;
-  };
-  out += "wall: " + counts([](const compared_run& r) { return r.measured_steps; }) + " measured steps";
-  if (any([](const compared_run& r) { return r.gpu_steps > 0; }))
-    out += "; GPU ms: " + counts([](const compared_run& r) { return r.gpu_steps; }) + " steps";
-  if (kernels)
-    out += "; kernel figures: " + counts([](const compared_run& r) { return r.recorded_steps; }) +
-           " recorded steps (CUPTI), per recorded step";
-  if (counters)
-    out += "; hardware counters: " + counts([](const compared_run& r) { return r.sampled_steps; }) + " sampled steps";
-  return out + "\n";
+  return detail::comparison_rows_text(runs, rows) + detail::comparison_footer(runs, kernels, counters);
 }
 
 TRACEML_END_NAMESPACE

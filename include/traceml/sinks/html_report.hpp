@@ -96,6 +96,47 @@ inline void explanation(std::string& o, const std::string& text) {
     if (!para.empty()) o += "<p class=\"explanation\">" + escape(para) + "</p>\n";
   }
 }
+
+/// The section of GPU busy and idle per phase, when some run has kernel records.
+inline void gpu_section(std::string& o, const std::vector<run_result>& runs, const phase_palette& pal) {
+  const bool any_gpu = std::any_of(runs.begin(), runs.end(), [](const run_result& r) { return kernels_measured(r); });
+  if (!any_gpu) return;
+  o += "<section id=\"gpu\">\n<h2>GPU busy and idle within each phase</h2>\n";
+  o += "<p class=\"note\">Mean time per recorded step inside the phase's GPU window (from when its stream reached "
+       "the phase's start to when it reached its end) in which the GPU ran this phase's kernels or copies (busy) or "
+       "nothing of ours (idle); busy + idle = the GPU window. Kernel records are taken on recorded steps only: ";
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (!kernels_measured(runs[i])) continue;
+    o += (runs.size() > 1 ? escape(runs[i].name) + " " : std::string()) + recorded_steps_note(runs[i].summary);
+    o += i + 1 < runs.size() ? "; " : ".";
+  }
+  o += "</p>\n";
+  gpu_chart(o, runs, pal);
+  o += "</section>\n";
+}
+
+/// The section of hardware-counter activity per phase, when some run was sampled.
+inline void activity_section(std::string& o, const std::vector<run_result>& runs, const phase_palette& pal) {
+  const bool any_counters =
+      std::any_of(runs.begin(), runs.end(), [](const run_result& r) { return counters_measured(r); });
+  if (!any_counters) return;
+  o += "<section id=\"activity\">\n<h2>GPU activity within each phase (hardware counters)</h2>\n";
+  o += "<p class=\"note\">Share of each phase's GPU window, over the steps it was sampled on, in which the GPU was "
+       "busy, its SMs were active, its tensor pipes and its DRAM were in use (of their peak); from hardware-counter "
+       "samples, which cost nothing per launch and so are taken on every step they reach, not only on recorded ones: ";
+  std::string sets;
+  for (const auto& r : runs)
+    if (counters_measured(r))
+      sets += (sets.empty() ? "" : "; ") + (runs.size() > 1 ? escape(r.name) + " " : std::string()) +
+              sampled_steps_note(r.summary);
+  o += sets + ".</p>\n";
+  counter_chart(o, runs, pal);
+  // The two sources side by side, where some step had both.
+  if (std::any_of(runs.begin(), runs.end(),
+                  [](const run_result& r) { return detail::counters_and_records_steps(r.summary) > 0; }))
+    agreement_table(o, runs, pal);
+  o += "</section>\n";
+}
 }  // namespace html
 }  // namespace detail
 
@@ -149,42 +190,8 @@ inline std::string html_report(const std::vector<run_result>& runs, const std::s
   h::breakdown_chart(o, runs, pal);
   o += "</section>\n";
 
-  const bool any_gpu = std::any_of(runs.begin(), runs.end(), [](const run_result& r) { return h::kernels_measured(r); });
-  if (any_gpu) {
-    o += "<section id=\"gpu\">\n<h2>GPU busy and idle within each phase</h2>\n";
-    o += "<p class=\"note\">Mean time per recorded step inside the phase's GPU window (from when its stream reached "
-         "the phase's start to when it reached its end) in which the GPU ran this phase's kernels or copies (busy) or "
-         "nothing of ours (idle); busy + idle = the GPU window. Kernel records are taken on recorded steps only: ";
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-      if (!h::kernels_measured(runs[i])) continue;
-      o += (runs.size() > 1 ? h::escape(runs[i].name) + " " : std::string()) + h::recorded_steps_note(runs[i].summary);
-      o += i + 1 < runs.size() ? "; " : ".";
-    }
-    o += "</p>\n";
-    h::gpu_chart(o, runs, pal);
-    o += "</section>\n";
-  }
-
-  const bool any_counters =
-      std::any_of(runs.begin(), runs.end(), [](const run_result& r) { return h::counters_measured(r); });
-  if (any_counters) {
-    o += "<section id=\"activity\">\n<h2>GPU activity within each phase (hardware counters)</h2>\n";
-    o += "<p class=\"note\">Share of each phase's GPU window, over the steps it was sampled on, in which the GPU was "
-         "busy, its SMs were active, its tensor pipes and its DRAM were in use (of their peak); from hardware-counter "
-         "samples, which cost nothing per launch and so are taken on every step they reach, not only on recorded ones: ";
-    std::string sets;
-    for (const auto& r : runs)
-      if (h::counters_measured(r))
-        sets += (sets.empty() ? "" : "; ") + (runs.size() > 1 ? h::escape(r.name) + " " : std::string()) +
-                h::sampled_steps_note(r.summary);
-    o += sets + ".</p>\n";
-    h::counter_chart(o, runs, pal);
-    // The two sources side by side, where some step had both.
-    if (std::any_of(runs.begin(), runs.end(),
-                    [](const run_result& r) { return detail::counters_and_records_steps(r.summary) > 0; }))
-      h::agreement_table(o, runs, pal);
-    o += "</section>\n";
-  }
+  h::gpu_section(o, runs, pal);
+  h::activity_section(o, runs, pal);
 
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
