@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 namespace traceml_test {
 
 /// Busy-wait (not sleep) so that durations are close to what was asked even on a loaded machine's
@@ -38,8 +40,11 @@ inline void reset_recorder() {
 /// Whether `part` occurs in `text` (the message and table checks).
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+/// A path of this test process's own: the process id keeps two suites run at once on one machine
+/// (the tests and the sanitizers' builds) from writing and counting each other's files.
 inline std::string temp_path(const std::string& name) {
-  return (std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/traceml_test_" + name);
+  return std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/traceml_test_" +
+         std::to_string(::getpid()) + "_" + name;
 }
 
 }  // namespace traceml_test
