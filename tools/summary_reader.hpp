@@ -420,6 +420,11 @@ inline run_summary read_run_summary(const object_reader& r, bool counter_fields)
   s.baseline.untraced = b.flag("untraced");
   s.baseline.step_ms = b.number("step_ms");
   s.baseline.residual_ms = b.number("residual_ms");
+  if (b.has("median_ms")) {  // the baseline's quantiles, added within /3
+    s.baseline.p10_ms = b.time_ms("p10_ms");
+    s.baseline.median_ms = b.time_ms("median_ms");
+    s.baseline.p90_ms = b.time_ms("p90_ms");
+  }
   s.dropped_records = r.count("dropped_records");
   // Added within /3: a document written before them had none of either.
   if (r.has("capped_records")) s.capped_records = r.count("capped_records");
@@ -456,6 +461,14 @@ inline run_result read_run(const object_reader& r, bool counter_fields) {
       if (!(bytes >= 0)) throw summary_error(b.at("allocated_bytes") + ": " + b.get("allocated_bytes").dump() +
                                              " is impossible for a memory size (bytes, at least 0)");
       run.summary.timeline.back().allocated_bytes = bytes;
+    }
+    if (b.has("untraced_steps")) {  // added within /3; without it, the verdicts read mean_ms
+      auto& bucket = run.summary.timeline.back();
+      bucket.untraced_steps = static_cast<std::uint32_t>(b.count("untraced_steps"));
+      bucket.untraced_mean_ms = b.time_ms("untraced_mean_ms");
+      if (bucket.untraced_steps > bucket.steps)
+        throw summary_error(b.at("untraced_steps") + ": " + std::to_string(bucket.untraced_steps) +
+                            " untraced steps in a bucket of " + std::to_string(bucket.steps));
     }
     // Not written: the run's total wall time, which the timeline holds bucket by bucket.
     run.summary.total_wall_ms += run.summary.timeline.back().mean_ms * run.summary.timeline.back().steps;

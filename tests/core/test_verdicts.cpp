@@ -563,3 +563,79 @@ TEST_CASE("copy_bound and memory_creep from hand-made steps: the summary's figur
     CHECK(html.find("<code>memory_creep</code>") != std::string::npos);
   }
 }
+
+namespace {
+/// 42 steps (2 warm-up) of 100 ms, with every 5th step recorded (kernel records on) at `recorded_ms`;
+/// from step `drift_from` on, the untraced steps take `later_ms`.
+std::vector<step_result> partly_recorded_steps(double recorded_ms, int drift_from = 1000, double later_ms = 100) {
+  std::vector<step_result> steps;
+  for (int i = 0; i < 42; ++i) {
+    step_result st;
+    st.step = i;
+    const bool rec = i % 5 == 0;
+    st.wall_ms = rec ? recorded_ms : (i >= drift_from ? later_ms : 100);
+    step_gpu_report g;  // no phase and no residual: only the step's shape can give a verdict
+    g.step = i;
+    g.kernels_measured = rec;
+    if (rec) {
+      g.total.window_ns = 1'000'000;
+      g.total.busy_ns = 1'000'000;
+    }
+    st.gpu = g;
+    steps.push_back(st);
+  }
+  return steps;
+}
+}  // namespace
+
+TEST_CASE("unstable reads the untraced steps where some were recorded: recording's cost is not instability",
+          "[verdicts]") {
+  // Recorded steps 40% slower, one in five: over every step that reads as two groups (100 and 140 ms,
+  // the smaller holding 20%) and a p10-p90 spread of 0.4; the untraced steps are flat.
+  const run_summary s = summarize_run(partly_recorded_steps(140), 2);
+  // Untraced: neither recorded nor right after a recorded step: of the steps 0..41, 0, 5, ..., 40 are
+  // recorded and 1, 6, ..., 41 follow one.
+  std::uint32_t untraced = 0, all = 0;
+  for (const auto& b : s.timeline) {
+    untraced += b.untraced_steps;
+    all += b.steps;
+    if (b.untraced_steps) CHECK(b.untraced_mean_ms == 100);
+  }
+  CHECK(all == 42);
+  CHECK(untraced == 42 - 9 - 9);
+  CHECK(s.baseline.steps == 40 - 8 - 8);  // the measured steps 2..41: 8 recorded, 8 right after one
+  CHECK(s.baseline.median_ms == 100);
+  CHECK(s.baseline.p90_ms == 100);
+  CHECK(only(judge_run(s), verdict_code::unstable).empty());
+
+  // The same steps with the timeline's untraced means unknown (a summary written before them):
+  // every step is read, and the recorded ones make two groups.
+  run_summary old = s;
+  for (auto& b : old.timeline) b.untraced_steps = 0, b.untraced_mean_ms = 0;
+  const auto mixed = only(judge_run(old), verdict_code::unstable);
+  REQUIRE(mixed.size() == 1);
+  CHECK(mixed[0].why_unstable == instability::bimodal);
+  CHECK(mixed[0].figure("high_ms") == Approx(140));
+
+  SECTION("a real drift of the untraced steps still fires, and says which steps it rests on") {
+    const run_summary d = summarize_run(partly_recorded_steps(140, 22, 120), 2);
+    const auto v = only(judge_run(d), verdict_code::unstable);
+    REQUIRE(v.size() == 1);
+    CHECK(v[0].why_unstable == instability::drift);
+    CHECK(v[0].figure("second_half_over_first") > 1.1);
+    CHECK(v[0].steps == 24);
+    CHECK(std::string(v[0].source) == "untraced");
+    CHECK(verdict_evidence(v[0]).find("(24 steps without kernel records)") != std::string::npos);
+  }
+  SECTION("the untraced means and the baseline's quantiles are in the JSON summary") {
+    run_result r;
+    r.name = "partly";
+    r.summary = s;
+    const auto j = nlohmann::json::parse(json_summary({r}))["runs"][0];
+    CHECK(j["summary"]["baseline"]["median_ms"] == 100);
+    CHECK(j["timeline"][3]["untraced_steps"] == 1);
+    CHECK(j["timeline"][3]["untraced_mean_ms"] == 100);
+    CHECK(j["timeline"][5]["untraced_steps"] == 0);
+    CHECK(j["verdicts"].empty());
+  }
+}

@@ -320,6 +320,11 @@ class run_accumulator {
     }
     auto& b = timeline_.back();
     b.mean_ms += (st.wall_ms - b.mean_ms) / static_cast<double>(++b.steps);
+    // The baseline's rule (fold()), on every step: the timeline covers warm-up too.
+    const bool records_on = recorded(st) || (st.gpu && st.gpu->schedule.phase == schedule_phase::warmup);
+    if (!records_on && !timeline_after_records_)
+      b.untraced_mean_ms += (st.wall_ms - b.untraced_mean_ms) / static_cast<double>(++b.untraced_steps);
+    timeline_after_records_ = records_on;
     if (st.gpu && st.gpu->peak_allocated_bytes >= 0) {
       const auto bytes = static_cast<double>(st.gpu->peak_allocated_bytes);
       const double before = b.memory_steps == 0 ? bytes : b.allocated_bytes;
@@ -336,6 +341,10 @@ class run_accumulator {
     m.mean_ms = (a.mean_ms * a.steps + b.mean_ms * b.steps) / static_cast<double>(m.steps);
     m.min_ms = std::min(a.min_ms, b.min_ms);
     m.max_ms = std::max(a.max_ms, b.max_ms);
+    m.untraced_steps = a.untraced_steps + b.untraced_steps;
+    if (m.untraced_steps > 0)
+      m.untraced_mean_ms = (a.untraced_mean_ms * a.untraced_steps + b.untraced_mean_ms * b.untraced_steps) /
+                           static_cast<double>(m.untraced_steps);
     m.memory_steps = a.memory_steps + b.memory_steps;
     if (m.memory_steps > 0)
       m.allocated_bytes = (std::max(a.allocated_bytes, 0.0) * a.memory_steps +
@@ -466,6 +475,12 @@ class run_accumulator {
       s.baseline.step_ms = step_.mean();
       s.baseline.residual_ms = all_residual_ / static_cast<double>(count_.measured);
     }
+    if (s.baseline.steps > 0) {
+      const summary_stats q = s.baseline.untraced ? baseline_step_.summary() : step_.summary();
+      s.baseline.p10_ms = q.p10;
+      s.baseline.median_ms = q.median;
+      s.baseline.p90_ms = q.p90;
+    }
     if (count_.recorded) {
       s.recording.recorded_step_ms = recorded_step_.summary().median;
       if (s.baseline.untraced && count_.baseline) s.recording.untraced_step_ms = baseline_step_.summary().median;
@@ -519,6 +534,7 @@ class run_accumulator {
   std::int64_t peak_allocated_ = -1, peak_reserved_ = -1;
   std::uint64_t unattributed_ = 0, dropped_gpu_ = 0;
   std::uint64_t lossy_steps_ = 0, measured_lossy_steps_ = 0;  // steps that lost phases to a full ring
+  bool timeline_after_records_ = false;  // the previous step had kernel records on (the timeline's baseline rule)
   std::vector<step_bucket> timeline_;
   std::uint32_t bucket_steps_ = 1;
 };

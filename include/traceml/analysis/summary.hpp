@@ -138,6 +138,8 @@ struct baseline_means {
   bool untraced = true;
   double step_ms = 0;
   double residual_ms = 0;
+  /// The step time's quantiles over the same steps (0 when there are none).
+  double p10_ms = 0, median_ms = 0, p90_ms = 0;
 };
 
 /// The per-phase part of baseline_means, over the same steps.
@@ -189,6 +191,12 @@ struct step_bucket {
   /// sampled it (memory_steps of them; allocated_bytes is -1 when none did).
   std::uint32_t memory_steps = 0;
   double allocated_bytes = -1;
+  /// The bucket's untraced steps (kernel records off, and not right after a step with records on:
+  /// baseline_means' rule) and their mean: a run that records some steps mixes slower ones into
+  /// mean_ms, and the step time's shape along the run is read from these. untraced_mean_ms is 0
+  /// when untraced_steps is 0.
+  std::uint32_t untraced_steps = 0;
+  double untraced_mean_ms = 0;
 };
 
 /// How many points the step-time timeline keeps: beyond, neighbours merge (the resolution halves),

@@ -64,7 +64,8 @@ struct verdict {
   std::string phase;                   ///< the phase it is about; empty: the whole step
   std::vector<verdict_figure> figures;
   std::size_t steps = 0;               ///< the steps the figures rest on
-  const char* source = "wall";         ///< where the figures come from: "wall", "kernels", "counters", "timeline"
+  const char* source = "wall";         ///< where the figures come from: "wall", "kernels", "counters", "timeline",
+                                       ///< "untraced" (the steps without kernel records, where some had them)
   instability why_unstable = instability::none;
 
   double figure(const std::string& name, double missing = -1) const {
@@ -101,13 +102,50 @@ struct verdict_thresholds {
 namespace detail {
 
 /// The measured steps' times along the run from the timeline (warm-up buckets left out), one value
-/// per bucket weighted by its steps.
-inline std::vector<std::pair<double, double>> measured_timeline(const run_summary& s) {
+/// per bucket weighted by its steps. `untraced`: only the untraced steps of each bucket (a step
+/// with kernel records runs slower, and a run that records some steps would look unstable for it).
+inline std::vector<std::pair<double, double>> measured_timeline(const run_summary& s, bool untraced) {
   std::vector<std::pair<double, double>> out;  // mean ms, steps
   for (const auto& b : s.timeline) {
     const auto end = static_cast<std::size_t>(b.first_step) + b.steps;
-    if (end <= s.warmup_steps || b.steps == 0) continue;
-    out.emplace_back(b.mean_ms, static_cast<double>(b.steps));
+    if (end <= s.warmup_steps) continue;
+    if (untraced && b.untraced_steps > 0) out.emplace_back(b.untraced_mean_ms, static_cast<double>(b.untraced_steps));
+    if (!untraced && b.steps > 0) out.emplace_back(b.mean_ms, static_cast<double>(b.steps));
+  }
+  return out;
+}
+
+/// The steps the step time's shape is judged on: where some steps ran with kernel records, the
+/// untraced ones, when there are at least `min_steps` of them; otherwise every measured step.
+struct shape_sample {
+  std::vector<std::pair<double, double>> points;  // the timeline's mean ms and steps
+  double p10 = 0, median = 0, p90 = 0;
+  std::size_t steps = 0;
+  bool untraced = false;
+};
+inline shape_sample step_shape_sample(const run_summary& s, std::size_t min_steps) {
+  shape_sample out;
+  bool mixed = false;  // some measured bucket holds steps that are not untraced
+  double untraced_steps = 0;
+  for (const auto& b : s.timeline) {
+    if (static_cast<std::size_t>(b.first_step) + b.steps <= s.warmup_steps) continue;
+    mixed = mixed || b.untraced_steps < b.steps;
+    untraced_steps += b.untraced_steps;
+  }
+  const bool untraced = mixed && untraced_steps >= static_cast<double>(min_steps) && s.baseline.untraced &&
+                        s.baseline.steps >= min_steps && s.baseline.median_ms > 0;
+  out.points = measured_timeline(s, untraced);
+  out.untraced = untraced;
+  if (untraced) {
+    out.p10 = s.baseline.p10_ms;
+    out.median = s.baseline.median_ms;
+    out.p90 = s.baseline.p90_ms;
+    out.steps = s.baseline.steps;
+  } else {
+    out.p10 = s.step_ms.p10;
+    out.median = s.step_ms.median;
+    out.p90 = s.step_ms.p90;
+    out.steps = s.step_ms.count;
   }
   return out;
 }
@@ -255,12 +293,14 @@ inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresh
                           {{"share", std::min(residual_share, 1.0)}, {"ms_per_step", s.residual_ms.mean}}, measured});
 
   // unstable: drift between halves, two groups of step times, or a spread that makes medians mislead.
+  // Judged on untraced steps where some were recorded: recording slows the steps it covers.
   if (measured >= t.min_steps) {
-    const auto pts = detail::measured_timeline(s);
+    const auto sample = detail::step_shape_sample(s, t.min_steps);
+    const auto& pts = sample.points;
     const double halves = detail::half_ratio(pts);
     const auto groups = detail::best_split(pts);
-    const double spread = s.step_ms.median > 0 ? (s.step_ms.p90 - s.step_ms.p10) / s.step_ms.median : 0;
-    verdict v{verdict_code::unstable, "", {}, measured, "timeline"};
+    const double spread = sample.median > 0 ? (sample.p90 - sample.p10) / sample.median : 0;
+    verdict v{verdict_code::unstable, "", {}, sample.steps, sample.untraced ? "untraced" : "timeline"};
     if (halves > 0 && std::abs(halves - 1.0) >= t.drift) {
       v.why_unstable = instability::drift;
       v.figures = {{"second_half_over_first", halves}};
@@ -270,8 +310,8 @@ inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresh
       v.figures = {{"low_ms", groups.low}, {"high_ms", groups.high}, {"minority_share", groups.minority}};
     } else if (spread >= t.spread) {
       v.why_unstable = instability::spread;
-      v.figures = {{"p10_ms", s.step_ms.p10}, {"median_ms", s.step_ms.median}, {"p90_ms", s.step_ms.p90}};
-      v.source = "wall";
+      v.figures = {{"p10_ms", sample.p10}, {"median_ms", sample.median}, {"p90_ms", sample.p90}};
+      if (!sample.untraced) v.source = "wall";
     }
     if (v.why_unstable != instability::none) out.push_back(std::move(v));
   }

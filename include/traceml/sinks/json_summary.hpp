@@ -261,7 +261,8 @@ inline void write_summary(json_writer& w, const run_summary& s) {
   w.member("cost", r.cost).member("paired_steps", static_cast<std::uint64_t>(r.paired_steps)).end_object();
   const auto& b = s.baseline;
   w.key("baseline").begin_object().member("steps", static_cast<std::uint64_t>(b.steps)).member("untraced", b.untraced);
-  w.member("step_ms", b.step_ms).member("residual_ms", b.residual_ms).end_object();
+  w.member("step_ms", b.step_ms).member("residual_ms", b.residual_ms);
+  w.member("p10_ms", b.p10_ms).member("median_ms", b.median_ms).member("p90_ms", b.p90_ms).end_object();
   w.member("dropped_records", s.dropped_records).member("capped_records", s.capped_records);
   w.member("steps_with_lost_phases", s.steps_with_lost_phases);
   w.member("measured_steps_with_lost_phases", s.measured_steps_with_lost_phases);
@@ -289,6 +290,7 @@ inline void write_run_json(detail::json_writer& w, const run_result& run) {
     w.member("mean_ms", b.mean_ms).member("min_ms", b.min_ms).member("max_ms", b.max_ms);
     if (b.memory_steps > 0)
       w.member("memory_steps", static_cast<std::uint64_t>(b.memory_steps)).member("allocated_bytes", b.allocated_bytes);
+    w.member("untraced_steps", static_cast<std::uint64_t>(b.untraced_steps)).member("untraced_mean_ms", b.untraced_mean_ms);
     w.end_object();
   }
   w.end_array();

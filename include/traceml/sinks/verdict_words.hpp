@@ -24,6 +24,7 @@ inline std::string verdict_num(double v, const char* fmt = "%.1f") {
 inline std::string verdict_steps(const verdict& v) {
   const char* what = std::string(v.source) == "kernels"    ? " with kernel records"
                      : std::string(v.source) == "counters" ? " with hardware counters"
+                     : std::string(v.source) == "untraced" ? " without kernel records"
                                                           : "";
   return " (" + std::to_string(v.steps) + " step" + (v.steps == 1 ? "" : "s") + what + ")";
 }
