@@ -101,31 +101,38 @@ inline std::vector<loaded_run> load(const std::vector<std::string>& files) {
   return out;
 }
 
-/// Column names: the run names, with " (N)" where two runs share a name, as two runs of one program
-/// do (N: the run's position among all runs). With `group_repeats`, runs named NAME#K are repeats of
-/// one column NAME, and N is the file's position (repeats share a file).
-inline std::vector<compared_run> columns(const std::vector<loaded_run>& runs, const std::vector<std::string>& files,
-                                         bool group_repeats) {
+/// A run's column name: its name, with " (N)" where two runs share a name, as two runs of one
+/// program do (N: the run's position among all runs). With `group_repeats`, runs named NAME#K are
+/// repeats of one column NAME, and N is the file's position (repeats share a file).
+inline std::string column_name(const std::vector<loaded_run>& runs, const std::vector<std::string>& files,
+                               bool group_repeats, std::size_t i) {
   const auto base = [&](const loaded_run& r) {
     return group_repeats ? r.run.name.substr(0, r.run.name.rfind('#')) : r.run.name;
   };
+  const auto& r = runs[i];
+  std::string name = base(r);
+  const bool shared = std::any_of(runs.begin(), runs.end(), [&](const loaded_run& o) {
+    return &o != &r && base(o) == name && (!group_repeats || o.file != r.file);
+  });
+  const std::size_t position =
+      group_repeats ? static_cast<std::size_t>(std::find(files.begin(), files.end(), r.file) - files.begin()) : i;
+  if (shared) name += " (" + std::to_string(position + 1) + ")";
+  return name;
+}
+
+/// The columns of a comparison, named by column_name (repeats grouped into one with `group_repeats`).
+inline std::vector<compared_run> columns(const std::vector<loaded_run>& runs, const std::vector<std::string>& files,
+                                         bool group_repeats) {
   std::vector<std::string> names;
   std::vector<std::vector<run_result>> groups;
   for (std::size_t i = 0; i < runs.size(); ++i) {
-    const auto& r = runs[i];
-    std::string name = base(r);
-    const bool shared = std::any_of(runs.begin(), runs.end(), [&](const loaded_run& o) {
-      return &o != &r && base(o) == name && (!group_repeats || o.file != r.file);
-    });
-    const std::size_t position =
-        group_repeats ? static_cast<std::size_t>(std::find(files.begin(), files.end(), r.file) - files.begin()) : i;
-    if (shared) name += " (" + std::to_string(position + 1) + ")";
+    const std::string name = column_name(runs, files, group_repeats, i);
     auto it = std::find(names.begin(), names.end(), name);
     if (it == names.end() || !group_repeats) {
       names.push_back(name);
-      groups.push_back({r.run});
+      groups.push_back({runs[i].run});
     } else {
-      groups[static_cast<std::size_t>(it - names.begin())].push_back(r.run);
+      groups[static_cast<std::size_t>(it - names.begin())].push_back(runs[i].run);
     }
   }
   std::vector<compared_run> out;
@@ -133,9 +140,22 @@ inline std::vector<compared_run> columns(const std::vector<loaded_run>& runs, co
   return out;
 }
 
-inline std::vector<run_result> plain_runs(std::vector<loaded_run> runs) {
+/// The runs named as the comparison names them (column_name; a repeat keeps its "#K"), so that the
+/// HTML report's charts and tables use the labels its explanation uses.
+inline std::vector<run_result> labelled_runs(std::vector<loaded_run> runs, const std::vector<std::string>& files,
+                                             bool group_repeats) {
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    std::string name = column_name(runs, files, group_repeats, i);
+    const auto hash = runs[i].run.name.rfind('#');
+    if (group_repeats && hash != std::string::npos) name += runs[i].run.name.substr(hash);
+    names.push_back(std::move(name));
+  }
   std::vector<run_result> out;
-  for (auto& r : runs) out.push_back(std::move(r.run));
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    out.push_back(std::move(runs[i].run));
+    out.back().name = names[i];
+  }
   return out;
 }
 
@@ -225,7 +245,7 @@ inline int html(const options& o, std::ostream& /*out*/, std::ostream& err) {
   auto runs = detail::load(o.files);
   std::string explanation;
   if (runs.size() > 1) explanation = compare_runs(detail::columns(runs, o.files, o.group_repeats)).explanation;
-  const std::string report = html_report(detail::plain_runs(std::move(runs)), o.title, explanation);
+  const std::string report = html_report(detail::labelled_runs(std::move(runs), o.files, o.group_repeats), o.title, explanation);
   return detail::write_file(o.html_path, report, err) ? exit_ok : exit_output;
 }
 
