@@ -6,8 +6,9 @@
 # Its exit status is the experiment's.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 install_missing_packages
-# Only what the demo runs: the test suite and benchmarks are scripts/test.sh's to build.
-BUILD_TARGETS="qwen3_accumulation traceml_minimal_example" configure_and_build
+# Only what the demo runs, and the traceml command that reads its outputs again (show, compare,
+# html): the test suite and benchmarks are scripts/test.sh's to build.
+BUILD_TARGETS="qwen3_accumulation traceml_minimal_example traceml_cli" configure_and_build
 mkdir -p "$ROOT/out"
 
 # Files newer than this stamp are the ones this run wrote (out/ may hold earlier runs' files).
@@ -41,6 +42,11 @@ list_outputs() {
     shown=$html
     [[ "$html" == "$PWD"/* ]] && shown=${html#"$PWD"/}
     echo "Open the HTML report in a browser: $opener $shown"
+  fi
+  local summary cli="$BUILD_DIR/tools/traceml"
+  summary=$(printf '%s\n' "${files[@]}" | grep -m1 '_summary\.json$' || true)
+  if [ -n "$summary" ] && [ -x "$cli" ]; then
+    echo "Read it again, or compare it with a later run: ${cli#"$PWD"/} show ${summary#"$PWD"/}"
   fi
 }
 
