@@ -5,9 +5,11 @@
 #
 #   traceml::nvtx   traceml + the NVTX3 headers (header-only; the core turns NVTX ranges on by
 #                   __has_include, so the include path is all it takes).
-#   traceml::cupti  traceml + CUDA runtime + CUPTI headers. CUPTI itself is loaded with dlopen at run
-#                   time (the library found here is the first candidate, TRACEML_CUPTI_LIBRARY), so a
-#                   binary built with it still runs, with CUDA-event timing, where CUPTI is missing.
+#   traceml::cupti  traceml + CUDA runtime + CUPTI headers. CUPTI and the CUDA runtime themselves are
+#                   loaded with dlopen at run time (a loaded one first, then the libraries found here,
+#                   TRACEML_CUPTI_LIBRARY and TRACEML_CUDART_LIBRARY), so a binary built with it links
+#                   neither: it still runs, with CUDA-event timing, where CUPTI is missing, and on
+#                   the CPU where the runtime is.
 #   traceml::torch  traceml + LibTorch, with TRACEML_TORCH_CUDA=1 when LibTorch has CUDA.
 #
 # traceml_add_component(<nvtx|cupti|torch> [GLOBAL])
@@ -59,10 +61,17 @@ macro(_traceml_add_cupti)
     # CUDA::cupti is not linked (CUPTI is dlopened), so its include folder is added by hand.
     target_include_directories(traceml::cupti SYSTEM INTERFACE
       ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_CUPTI_INCLUDE_DIR})
-    target_link_libraries(traceml::cupti INTERFACE traceml::traceml CUDA::cudart ${CMAKE_DL_LIBS})
-    target_compile_definitions(traceml::cupti INTERFACE TRACEML_CUPTI_LIBRARY="${_traceml_cupti_lib}")
+    # The CUDA runtime is dlopened too (gpu/cuda_runtime.hpp): a consumer has no NEEDED libcudart
+    # and starts without it; the build's runtime is the one tried after a runtime already loaded.
+    get_target_property(_traceml_cudart_lib CUDA::cudart IMPORTED_LOCATION)
+    if(NOT _traceml_cudart_lib)
+      set(_traceml_cudart_lib "")
+    endif()
+    target_link_libraries(traceml::cupti INTERFACE traceml::traceml ${CMAKE_DL_LIBS})
+    target_compile_definitions(traceml::cupti INTERFACE TRACEML_CUPTI_LIBRARY="${_traceml_cupti_lib}"
+                                                        TRACEML_CUDART_LIBRARY="${_traceml_cudart_lib}")
     set(traceml_cupti_FOUND TRUE)
-    set(traceml_cupti_NOTE "CUDA ${CUDAToolkit_VERSION}; CUPTI loaded at run time, first from ${_traceml_cupti_lib}")
+    set(traceml_cupti_NOTE "CUDA ${CUDAToolkit_VERSION}; CUPTI and the CUDA runtime loaded at run time, first from ${_traceml_cupti_lib} and ${_traceml_cudart_lib}")
   endif()
 endmacro()
 

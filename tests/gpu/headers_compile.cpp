@@ -10,9 +10,7 @@
 
 int main() {
   traceml::reset_diagnostics(true);
-  int n = 0;
-  const bool have_device = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-  cudaGetLastError();
+  const bool have_device = traceml::check_cuda_device().ok();
   if (!have_device) {
     EXPECT(traceml::make_best_gpu_source() == nullptr);
     EXPECT(traceml::make_best_gpu_source() == nullptr);

@@ -58,6 +58,30 @@ TEST_CASE("the device check names the missing piece", "[gpu-status]") {
   }
 }
 
+TEST_CASE("the CUDA runtime is loaded at run time: the process's own first, and a missing one says why",
+          "[gpu-status][cudart]") {
+  SECTION("the runtime this program linked is the one traceml calls, not a second copy") {
+    const detail::rt::library& lib = detail::rt::runtime();
+    REQUIRE(lib.why.empty());
+    CHECK(lib.handle == dlopen(detail::rt::runtime_name().c_str(), RTLD_NOW | RTLD_NOLOAD));
+    CHECK(lib.cudaGetDeviceCount != nullptr);
+    CHECK(lib.cudaEventRecord != nullptr);
+    CHECK(std::string(detail::rt::cudaGetErrorString(cudaErrorInvalidValue)) == cudaGetErrorString(cudaErrorInvalidValue));
+    int ours = -1, theirs = -2;
+    CHECK(detail::rt::cudaRuntimeGetVersion(&ours) == cudaRuntimeGetVersion(&theirs));
+    CHECK(ours == theirs);
+  }
+  SECTION("a runtime that is nowhere: every entry point null, and the reason names the library and the fix") {
+    const detail::rt::library lib = detail::rt::load_library("libtraceml_no_such_cudart.so.13", "/nonexistent/libcudart.so");
+    INFO(lib.why);
+    CHECK(lib.handle == nullptr);
+    CHECK(lib.cudaGetDeviceCount == nullptr);
+    CHECK(lib.why.rfind("no CUDA runtime (", 0) == 0);
+    CHECK(contains(lib.why, "libtraceml_no_such_cudart.so.13"));
+    CHECK(contains(lib.why, "LD_LIBRARY_PATH"));
+  }
+}
+
 #if TRACEML_HAS_PM_SAMPLING
 TEST_CASE("a failed PM-sampling call names the cause and the fix", "[gpu-status][pm]") {
   using detail::describe_pm_failure;

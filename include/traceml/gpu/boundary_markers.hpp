@@ -18,6 +18,7 @@
 
 #include "traceml/config.hpp"
 #include "traceml/detail/thread_safety.hpp"
+#include "traceml/gpu/cuda_runtime.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -47,8 +48,8 @@ class boundary_markers {
   void prepare() noexcept {
     if (!on_) return;
     int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) {
-      cudaGetLastError();
+    if (detail::rt::cudaGetDevice(&dev) != cudaSuccess) {
+      detail::rt::cudaGetLastError();
       return;
     }
     detail::lock_guard lock(mu_);
@@ -62,8 +63,8 @@ class boundary_markers {
     if (!on_) return 0;
     if (detail::stream_capturing(stream)) return 0;  // a marker would become part of the graph
     int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) {
-      cudaGetLastError();
+    if (detail::rt::cudaGetDevice(&dev) != cudaSuccess) {
+      detail::rt::cudaGetLastError();
       return 0;
     }
     void* buf = nullptr;
@@ -78,8 +79,8 @@ class boundary_markers {
     }
     const std::size_t residue = static_cast<std::size_t>(seq % detail::marker_window);
     issued_[residue].store(seq, std::memory_order_release);
-    if (cudaMemsetAsync(buf, detail::marker_value, detail::marker_base + 4 * residue, stream) != cudaSuccess) {
-      cudaGetLastError();
+    if (detail::rt::cudaMemsetAsync(buf, detail::marker_value, detail::marker_base + 4 * residue, stream) != cudaSuccess) {
+      detail::rt::cudaGetLastError();
       return 0;
     }
     return seq;
@@ -98,9 +99,9 @@ class boundary_markers {
   void release() noexcept {
     detail::lock_guard lock(mu_);
     for (auto& p : buffers_)
-      if (p) cudaFree(p);
+      if (p) detail::rt::cudaFree(p);
     buffers_.clear();
-    cudaGetLastError();
+    detail::rt::cudaGetLastError();
   }
 
  private:
@@ -108,8 +109,8 @@ class boundary_markers {
     if (dev < 0 || dev >= detail::max_devices) return nullptr;
     if (buffers_.empty()) buffers_.assign(detail::max_devices, nullptr);  // once, at prepare()
     auto& slot = buffers_[static_cast<std::size_t>(dev)];
-    if (!slot && cudaMalloc(&slot, detail::marker_buffer_bytes) != cudaSuccess) {
-      cudaGetLastError();
+    if (!slot && detail::rt::cudaMalloc(&slot, detail::marker_buffer_bytes) != cudaSuccess) {
+      detail::rt::cudaGetLastError();
       slot = nullptr;
     }
     return slot;

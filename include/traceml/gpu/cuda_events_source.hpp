@@ -23,6 +23,7 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/scope_pairing.hpp"
 #include "traceml/detail/thread_safety.hpp"
+#include "traceml/gpu/cuda_runtime.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
 #include "traceml/gpu/device_check.hpp"
 #include "traceml/gpu/event_sampling.hpp"
@@ -42,24 +43,24 @@ inline memory_sampler cuda_device_memory_sampler(int device = -1) {
   return [device]() {
     memory_sample s;
     int dev = device;
-    if (dev < 0 && cudaGetDevice(&dev) != cudaSuccess) return s;
+    if (dev < 0 && detail::rt::cudaGetDevice(&dev) != cudaSuccess) return s;
     int prev = -1;
-    cudaGetDevice(&prev);
-    if (prev != dev) cudaSetDevice(dev);
+    detail::rt::cudaGetDevice(&prev);
+    if (prev != dev) detail::rt::cudaSetDevice(dev);
     std::size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+    if (detail::rt::cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
       s.peak_reserved_bytes = static_cast<std::int64_t>(total_b - free_b);
     cudaMemPool_t pool = nullptr;
-    if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess && pool) {
+    if (detail::rt::cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess && pool) {
       std::uint64_t high = 0;
-      if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high) == cudaSuccess && high > 0) {
+      if (detail::rt::cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high) == cudaSuccess && high > 0) {
         s.peak_allocated_bytes = static_cast<std::int64_t>(high);
         std::uint64_t zero = 0;
-        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero);
+        detail::rt::cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero);
       }
     }
-    if (prev >= 0 && prev != dev) cudaSetDevice(prev);
-    cudaGetLastError();  // leave no sticky error behind for the training loop to trip over
+    if (prev >= 0 && prev != dev) detail::rt::cudaSetDevice(prev);
+    detail::rt::cudaGetLastError();  // leave no sticky error behind for the training loop to trip over
     return s;
   };
 }

@@ -9,6 +9,7 @@
 
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
+#include "traceml/gpu/cuda_runtime.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -49,8 +50,8 @@ inline cudaStream_t stream_of(const stream_provider& provider) noexcept {
 /// would put it into the graph. Cost: one runtime call (~100 ns).
 inline bool stream_capturing(cudaStream_t stream) noexcept {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
-    cudaGetLastError();
+  if (detail::rt::cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
+    detail::rt::cudaGetLastError();
     return true;  // cannot tell: stay out of the stream
   }
   return st != cudaStreamCaptureStatusNone;

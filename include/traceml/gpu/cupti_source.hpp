@@ -38,6 +38,7 @@
 #include "traceml/detail/scope_pairing.hpp"
 #include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/boundary_markers.hpp"
+#include "traceml/gpu/cuda_runtime.hpp"
 #include "traceml/gpu/cupti_reader.hpp"
 #include "traceml/gpu/device_check.hpp"
 #include "traceml/gpu/event_sampling.hpp"
@@ -230,8 +231,8 @@ class cupti_source : public gpu_source {
     d.final = final;
     if (!running_) return d;
     if (final) {
-      cudaDeviceSynchronize();
-      cudaGetLastError();
+      detail::rt::cudaDeviceSynchronize();
+      detail::rt::cudaGetLastError();
       reader_.flush(/*forced=*/true);
     }
     reader_.take(d.records, d.markers);
@@ -374,8 +375,8 @@ class cupti_source : public gpu_source {
       wake_.notify_all();
       if (worker_.joinable()) worker_.join();
       running_ = false;
-      cudaDeviceSynchronize();
-      cudaGetLastError();
+      detail::rt::cudaDeviceSynchronize();
+      detail::rt::cudaGetLastError();
       reader_.flush(/*forced=*/true);
     }
     // Not after sampling: on an H200 (CUDA 13.0) a CUDA-graph replay after a sampling source had

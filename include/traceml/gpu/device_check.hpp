@@ -1,7 +1,8 @@
 // traceml: whether this process can use a CUDA device and, when it cannot, why, in words a user can
 // act on. Both GPU sources and make_best_gpu_source() ask here, so they all say the same thing.
 //
-// The CUDA runtime reports a machine without an NVIDIA driver as cudaErrorInsufficientDriver ("CUDA
+// The CUDA runtime is loaded at run time (gpu/cuda_runtime.hpp); where it is missing, that is the
+// reason. The CUDA runtime reports a machine without an NVIDIA driver as cudaErrorInsufficientDriver ("CUDA
 // driver version is insufficient for CUDA runtime version"), which sends users to upgrade a driver
 // they do not have. cudaDriverGetVersion() gives 0 when no driver is loaded: with it the two cases
 // are told apart, and "insufficient" is kept for a driver older than the runtime.
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "traceml/config.hpp"
+#include "traceml/gpu/cuda_runtime.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -43,7 +45,7 @@ inline std::string describe_device_check(cudaError_t error, int devices, int dri
            ", this program's CUDA runtime is " + cuda_version_text(runtime_version) + " (update the driver)";
   if (error == cudaSuccess || error == cudaErrorNoDevice)
     return "no CUDA device (the NVIDIA driver sees no GPU; check CUDA_VISIBLE_DEVICES)";
-  return std::string("no CUDA device (") + cudaGetErrorString(error) + ")";
+  return std::string("no CUDA device (") + detail::rt::cudaGetErrorString(error) + ")";
 }
 
 }  // namespace detail
@@ -53,15 +55,19 @@ inline std::string describe_device_check(cudaError_t error, int devices, int dri
 /// initializes the runtime); call it once per source, never on a hot path.
 inline cuda_device_check check_cuda_device() {
   cuda_device_check c;
-  const cudaError_t e = cudaGetDeviceCount(&c.devices);
+  if (!detail::rt::runtime_missing().empty()) {  // no runtime to ask (gpu/cuda_runtime.hpp loads it at run time)
+    c.why = detail::rt::runtime_missing();
+    return c;
+  }
+  const cudaError_t e = detail::rt::cudaGetDeviceCount(&c.devices);
   if (e != cudaSuccess) c.devices = 0;
   if (!c.ok()) {
     int driver = 0, runtime = 0;
-    if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
-    if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+    if (detail::rt::cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+    if (detail::rt::cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
     c.why = detail::describe_device_check(e, c.devices, driver, runtime);
   }
-  cudaGetLastError();  // the training loop must not trip over our failed query
+  detail::rt::cudaGetLastError();  // the training loop must not trip over our failed query
   return c;
 }
 

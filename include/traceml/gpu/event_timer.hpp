@@ -21,6 +21,7 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/thread_safety.hpp"
+#include "traceml/gpu/cuda_runtime.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -39,8 +40,8 @@ class event_timer {
     all_.reserve(pool_size);
     for (std::size_t i = 0; i < pool_size; ++i) {
       cudaEvent_t e = nullptr;
-      if (cudaEventCreateWithFlags(&e, cudaEventDefault) != cudaSuccess) {
-        cudaGetLastError();
+      if (detail::rt::cudaEventCreateWithFlags(&e, cudaEventDefault) != cudaSuccess) {
+        detail::rt::cudaGetLastError();
         break;
       }
       free_.push_back(e);
@@ -48,8 +49,8 @@ class event_timer {
     }
   }
   ~event_timer() {
-    for (auto e : all_) cudaEventDestroy(e);
-    cudaGetLastError();
+    for (auto e : all_) detail::rt::cudaEventDestroy(e);
+    detail::rt::cudaGetLastError();
   }
   event_timer(const event_timer&) = delete;
   event_timer& operator=(const event_timer&) = delete;
@@ -71,8 +72,8 @@ class event_timer {
       e = free_.back();
       free_.pop_back();
     }
-    if (cudaEventRecord(e, stream) != cudaSuccess) {
-      cudaGetLastError();
+    if (detail::rt::cudaEventRecord(e, stream) != cudaSuccess) {
+      detail::rt::cudaGetLastError();
       release(e);
       return nullptr;
     }
@@ -95,8 +96,8 @@ class event_timer {
   /// for it (a CPU-GPU sync: end of run only).
   static bool done(const event_pair& p, bool wait) noexcept {
     if (!p.end) return true;
-    const cudaError_t q = wait ? cudaEventSynchronize(p.end) : cudaEventQuery(p.end);
-    if (q != cudaSuccess) cudaGetLastError();
+    const cudaError_t q = wait ? detail::rt::cudaEventSynchronize(p.end) : detail::rt::cudaEventQuery(p.end);
+    if (q != cudaSuccess) detail::rt::cudaGetLastError();
     return q != cudaErrorNotReady;
   }
 
@@ -106,9 +107,9 @@ class event_timer {
     std::int64_t ns = -1;
     if (p.begin && p.end) {
       float ms = 0.f;
-      if (cudaEventElapsedTime(&ms, p.begin, p.end) == cudaSuccess)
+      if (detail::rt::cudaEventElapsedTime(&ms, p.begin, p.end) == cudaSuccess)
         ns = static_cast<std::int64_t>(static_cast<double>(ms) * 1e6);
-      cudaGetLastError();
+      detail::rt::cudaGetLastError();
     }
     release(p);
     return ns;
@@ -119,8 +120,8 @@ class event_timer {
   static std::int64_t between(cudaEvent_t a, cudaEvent_t b) noexcept {
     if (!a || !b) return -1;
     float ms = 0.f;
-    const bool ok = cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
-    cudaGetLastError();
+    const bool ok = detail::rt::cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
+    detail::rt::cudaGetLastError();
     return ok ? static_cast<std::int64_t>(static_cast<double>(ms) * 1e6) : -1;
   }
 

@@ -24,6 +24,7 @@
 
 #include "traceml/config.hpp"
 #include "traceml/detail/thread_safety.hpp"
+#include "traceml/gpu/cuda_runtime.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -33,9 +34,9 @@ class gpu_clock {
   /// `slots`: stamps in flight at once (one per step whose GPU work has not finished).
   explicit gpu_clock(std::size_t slots = 64) : slots_(slots) {}
   ~gpu_clock() {
-    if (host_) cudaFreeHost(const_cast<std::uint64_t*>(host_));
+    if (host_) detail::rt::cudaFreeHost(const_cast<std::uint64_t*>(host_));
     if (module_ && unload_) unload_(module_);
-    cudaGetLastError();
+    detail::rt::cudaGetLastError();
   }
   gpu_clock(const gpu_clock&) = delete;
   gpu_clock& operator=(const gpu_clock&) = delete;
@@ -95,10 +96,10 @@ class gpu_clock {
   bool busy_burst(cudaStream_t stream, std::int64_t ns, std::int64_t& begin_ns, std::int64_t& end_ns) noexcept {
     if (!ready() || !spin_ || detail::stream_capturing(stream)) return false;
     int device = 0, sms = 1;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 1)
+    if (detail::rt::cudaGetDevice(&device) != cudaSuccess ||
+        detail::rt::cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 1)
       sms = 1;
-    cudaGetLastError();
+    detail::rt::cudaGetLastError();
     burst_host_[0] = burst_host_[1] = 0;
     void* out = static_cast<void*>(burst_device_);
     auto length = static_cast<std::uint64_t>(ns);
@@ -106,8 +107,8 @@ class gpu_clock {
     if (launch_(spin_, static_cast<unsigned>(sms), 1, 1, 128, 1, 1, 0, reinterpret_cast<CUstream>(stream), args, nullptr) !=
         CUDA_SUCCESS)
       return false;
-    const bool ok = cudaStreamSynchronize(stream) == cudaSuccess;
-    cudaGetLastError();
+    const bool ok = detail::rt::cudaStreamSynchronize(stream) == cudaSuccess;
+    detail::rt::cudaGetLastError();
     begin_ns = static_cast<std::int64_t>(burst_host_[0]);
     end_ns = static_cast<std::int64_t>(burst_host_[1]);
     return ok && begin_ns > 0 && end_ns > begin_ns;
@@ -155,11 +156,11 @@ class gpu_clock {
     if (get(&function_, module_, "traceml_gpu_clock") != CUDA_SUCCESS) return fail("clock kernel not found");
     if (get(&spin_, module_, "traceml_gpu_spin") != CUDA_SUCCESS) spin_ = nullptr;  // only calibration needs it
     void* host = nullptr;
-    if (cudaHostAlloc(&host, (slots_ + 2) * sizeof(std::uint64_t), cudaHostAllocMapped) != cudaSuccess)
+    if (detail::rt::cudaHostAlloc(&host, (slots_ + 2) * sizeof(std::uint64_t), cudaHostAllocMapped) != cudaSuccess)
       return fail("no pinned host memory for the clock stamps");
     host_ = static_cast<volatile std::uint64_t*>(host);
     void* dev = nullptr;
-    if (cudaHostGetDevicePointer(&dev, host, 0) != cudaSuccess) return fail("pinned memory not mapped to the device");
+    if (detail::rt::cudaHostGetDevicePointer(&dev, host, 0) != cudaSuccess) return fail("pinned memory not mapped to the device");
     device_ = static_cast<std::uint64_t*>(dev);
     {
       detail::lock_guard lock(mu_);
@@ -173,7 +174,7 @@ class gpu_clock {
   bool fail(const char* why) noexcept {
     why_ = why;
     function_ = nullptr;
-    cudaGetLastError();
+    detail::rt::cudaGetLastError();
     return false;
   }
 

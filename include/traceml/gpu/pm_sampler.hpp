@@ -39,6 +39,7 @@
 #include "traceml/clock.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/thread_safety.hpp"
+#include "traceml/gpu/cuda_runtime.hpp"
 #include "traceml/gpu/device_check.hpp"
 #include "traceml/gpu/pm_sample_decoder.hpp"
 #include "traceml/gpu/pm_samples.hpp"
@@ -62,12 +63,12 @@ class pm_sampler {
     const cuda_device_check device = check_cuda_device();
     if (!device.ok()) return fail(device.why);
     int current = 0;
-    if (cudaGetDevice(&current) != cudaSuccess) current = 0;
+    if (detail::rt::cudaGetDevice(&current) != cudaSuccess) current = 0;
     const int dev = opt_.device < 0 ? current : opt_.device;
-    cudaSetDevice(dev);
-    cudaFree(nullptr);  // the primary context must exist before the profiler attaches to it
-    cudaSetDevice(current);  // the caller's device stays its own
-    cudaGetLastError();
+    detail::rt::cudaSetDevice(dev);
+    detail::rt::cudaFree(nullptr);  // the primary context must exist before the profiler attaches to it
+    detail::rt::cudaSetDevice(current);  // the caller's device stays its own
+    detail::rt::cudaGetLastError();
     device_ = static_cast<std::size_t>(dev);
     std::string why;
     if (!api_.load(why)) return fail(why);
@@ -279,8 +280,8 @@ class pm_sampler {
 
   void decode_loop() {
     // Decoding needs the device's context current on this thread (without it CUPTI crashes).
-    cudaSetDevice(static_cast<int>(device_));
-    cudaGetLastError();
+    detail::rt::cudaSetDevice(static_cast<int>(device_));
+    detail::rt::cudaGetLastError();
     detail::unique_lock lock(wake_mu_);
     while (!stopping_) {
       wake_.wait_for(lock.native(), std::chrono::milliseconds(opt_.decode_period_ms),

@@ -41,6 +41,7 @@
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/thread_safety.hpp"
+#include "traceml/gpu/cuda_runtime.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
 #include "traceml/gpu/gpu_clock.hpp"
 #include "traceml/gpu/gpu_source.hpp"
@@ -82,8 +83,8 @@ inline constexpr std::int64_t clock_calibration_burst_ns(std::int64_t interval_n
 /// used (a later measurement, when other work ran before). Not on a hot path: ~5 ms.
 inline clock_alignment measure_clock_alignment(pm_sampler& sampler, gpu_clock& clock, std::int64_t interval_ns,
                                                std::int64_t known_offset_ns = 0, std::int64_t reach_ns = 0) {
-  cudaDeviceSynchronize();
-  cudaGetLastError();
+  detail::rt::cudaDeviceSynchronize();
+  detail::rt::cudaGetLastError();
   // Quiet long enough that samples of earlier work have been written and decoded before the burst,
   // and the burst's own after it.
   const auto quiet = std::chrono::nanoseconds(std::max<std::int64_t>(20 * interval_ns, 10000000));

@@ -25,6 +25,7 @@
 #include "traceml/clock.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/thread_safety.hpp"
+#include "traceml/gpu/cuda_runtime.hpp"
 #include "traceml/gpu/cuda_stream.hpp"
 #include "traceml/gpu/cupti_reader.hpp"
 #include "traceml/gpu/recording_budget.hpp"
@@ -41,8 +42,8 @@ class record_switch {
       : schedule_(std::move(schedule)), budget_share_(schedule_ ? 0.0 : overhead_budget),
         sample_every_(sample_every), budget_(budget_share_), reader_(reader) {}
   ~record_switch() {
-    if (off_event_) cudaEventDestroy(off_event_);
-    cudaGetLastError();
+    if (off_event_) detail::rt::cudaEventDestroy(off_event_);
+    detail::rt::cudaGetLastError();
   }
   record_switch(const record_switch&) = delete;
   record_switch& operator=(const record_switch&) = delete;
@@ -56,8 +57,8 @@ class record_switch {
     if (!sampling()) return;
     reader_.disable_all();
     detail::lock_guard lock(mu_);  // taken after the reader call: mu_ is a leaf but for those
-    if (cudaEventCreateWithFlags(&off_event_, cudaEventDisableTiming) != cudaSuccess) {
-      cudaGetLastError();
+    if (detail::rt::cudaEventCreateWithFlags(&off_event_, cudaEventDisableTiming) != cudaSuccess) {
+      detail::rt::cudaGetLastError();
       off_event_ = nullptr;  // records then go off at each recorded step's end (some may be lost)
     }
   }
@@ -107,9 +108,9 @@ class record_switch {
     {
       detail::lock_guard lock(mu_);
       if (!off_pending_) return false;
-      const cudaError_t q = cudaEventQuery(off_event_);
+      const cudaError_t q = detail::rt::cudaEventQuery(off_event_);
       if (q == cudaErrorNotReady) return false;
-      cudaGetLastError();
+      detail::rt::cudaGetLastError();
       reader_.disable_all();
       records_on_ = false;
       off_pending_ = false;
@@ -192,12 +193,12 @@ class record_switch {
   void switch_off_after_step(cudaStream_t stream, std::uint64_t end_marker) noexcept {
     if (!sampling()) return;
     detail::lock_guard lock(mu_);
-    if (off_event_ && !detail::stream_capturing(stream) && cudaEventRecord(off_event_, stream) == cudaSuccess) {
+    if (off_event_ && !detail::stream_capturing(stream) && detail::rt::cudaEventRecord(off_event_, stream) == cudaSuccess) {
       off_pending_ = true;
       off_marker_ = end_marker;
       return;
     }
-    cudaGetLastError();
+    detail::rt::cudaGetLastError();
     reader_.disable_all();  // no event: at once (this step's last records may be lost)
     records_on_ = false;
     off_pending_ = false;
