@@ -25,7 +25,7 @@
 #define TRACEML_CUDART_SYMBOL_(name) #name
 #define TRACEML_CUDART_SYMBOL(name) TRACEML_CUDART_SYMBOL_(name)
 
-// Every runtime function traceml calls. Add one here and a wrapper below.
+// Every runtime function traceml calls. Add one here, in library, and a wrapper below.
 #define TRACEML_CUDART_FUNCTIONS(X)                                                                          \
   X(cudaGetLastError) X(cudaGetErrorString) X(cudaGetDeviceCount) X(cudaGetDevice) X(cudaSetDevice)            \
   X(cudaDriverGetVersion) X(cudaRuntimeGetVersion) X(cudaGetDeviceProperties) X(cudaDeviceGetAttribute)        \
@@ -39,10 +39,38 @@ namespace detail {
 namespace rt {
 
 /// The loaded runtime: its entry points (null when it was not found) and, when it was not, why.
+/// Each signature is spelled out: <cuda_runtime.h> (which LibTorch includes) overloads some of them
+/// with templates, so `decltype(&::cudaMalloc)` would not name one.
 struct library {
-#define TRACEML_CUDART_MEMBER(name) decltype(&::name) name = nullptr;
-  TRACEML_CUDART_FUNCTIONS(TRACEML_CUDART_MEMBER)
-#undef TRACEML_CUDART_MEMBER
+  using error = cudaError_t;
+  error(CUDARTAPI* cudaGetLastError)() = nullptr;
+  const char*(CUDARTAPI* cudaGetErrorString)(cudaError_t) = nullptr;
+  error(CUDARTAPI* cudaGetDeviceCount)(int*) = nullptr;
+  error(CUDARTAPI* cudaGetDevice)(int*) = nullptr;
+  error(CUDARTAPI* cudaSetDevice)(int) = nullptr;
+  error(CUDARTAPI* cudaDriverGetVersion)(int*) = nullptr;
+  error(CUDARTAPI* cudaRuntimeGetVersion)(int*) = nullptr;
+  error(CUDARTAPI* cudaGetDeviceProperties)(cudaDeviceProp*, int) = nullptr;
+  error(CUDARTAPI* cudaDeviceGetAttribute)(int*, cudaDeviceAttr, int) = nullptr;
+  error(CUDARTAPI* cudaDeviceSynchronize)() = nullptr;
+  error(CUDARTAPI* cudaStreamSynchronize)(cudaStream_t) = nullptr;
+  error(CUDARTAPI* cudaStreamIsCapturing)(cudaStream_t, cudaStreamCaptureStatus*) = nullptr;
+  error(CUDARTAPI* cudaEventCreateWithFlags)(cudaEvent_t*, unsigned) = nullptr;
+  error(CUDARTAPI* cudaEventDestroy)(cudaEvent_t) = nullptr;
+  error(CUDARTAPI* cudaEventRecord)(cudaEvent_t, cudaStream_t) = nullptr;
+  error(CUDARTAPI* cudaEventQuery)(cudaEvent_t) = nullptr;
+  error(CUDARTAPI* cudaEventSynchronize)(cudaEvent_t) = nullptr;
+  error(CUDARTAPI* cudaEventElapsedTime)(float*, cudaEvent_t, cudaEvent_t) = nullptr;
+  error(CUDARTAPI* cudaMalloc)(void**, size_t) = nullptr;
+  error(CUDARTAPI* cudaFree)(void*) = nullptr;
+  error(CUDARTAPI* cudaHostAlloc)(void**, size_t, unsigned) = nullptr;
+  error(CUDARTAPI* cudaFreeHost)(void*) = nullptr;
+  error(CUDARTAPI* cudaHostGetDevicePointer)(void**, void*, unsigned) = nullptr;
+  error(CUDARTAPI* cudaMemsetAsync)(void*, int, size_t, cudaStream_t) = nullptr;
+  error(CUDARTAPI* cudaMemGetInfo)(size_t*, size_t*) = nullptr;
+  error(CUDARTAPI* cudaDeviceGetDefaultMemPool)(cudaMemPool_t*, int) = nullptr;
+  error(CUDARTAPI* cudaMemPoolGetAttribute)(cudaMemPool_t, cudaMemPoolAttr, void*) = nullptr;
+  error(CUDARTAPI* cudaMemPoolSetAttribute)(cudaMemPool_t, cudaMemPoolAttr, void*) = nullptr;
   void* handle = nullptr;
   std::string why;  ///< empty when loaded
 };
