@@ -231,15 +231,13 @@ inline double quarter_mean(const std::vector<std::pair<double, double>>& pts, bo
 
 }  // namespace detail
 
-/// The verdicts of one run, in a fixed order (input, host, GPU, kernels, residual, stability, time
-/// outside steps, copies, memory). A run
-/// without GPU figures gets only the CPU ones; a figure that was not measured never fires a verdict.
-inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresholds& t = {}) {
-  std::vector<verdict> out;
-  const std::size_t measured = s.step_ms.count;
-  if (measured == 0 || s.step_ms.mean <= 0) return out;
+namespace detail {
 
-  // input_bound: the dataloader phases' share of the step (they may be several: fetch, copy).
+// One function per verdict (or family), each appending what fires to `out`; judge_run calls them in
+// the verdicts' fixed order. `measured` is the run's measured steps.
+
+/// input_bound: the dataloader phases' share of the step (they may be several: fetch, copy).
+inline void judge_input(const run_summary& s, const verdict_thresholds& t, std::vector<verdict>& out) {
   double input_share = 0, input_ms = 0;
   for (const auto& p : s.phases)
     if (p.kind == phase_kind::dataloader && p.top_level) {
@@ -248,10 +246,12 @@ inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresh
     }
   if (input_share >= t.input_share)
     out.push_back(verdict{verdict_code::input_bound, "", {{"share", std::min(input_share, 1.0)}, {"ms_per_step", input_ms}},
-                          measured});
+                          s.step_ms.count});
+}
 
-  // host_bound: forward/backward with the GPU idle most of their window, launching short kernels.
-  // Kernel records say both; counters alone say the idle share (kernel length then unknown).
+/// host_bound: forward/backward with the GPU idle most of their window, launching short kernels.
+/// Kernel records say both; counters alone say the idle share (kernel length then unknown).
+inline void judge_host(const run_summary& s, const verdict_thresholds& t, std::vector<verdict>& out) {
   for (const auto& p : s.phases) {
     if (!is_forward_backward(p.kind)) continue;
     if (p.kernels && p.kernels->steps > 0 && p.kernels->idle_share >= t.host_idle_share &&
@@ -266,8 +266,10 @@ inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresh
                             p.counters->steps, "counters"});
     }
   }
+}
 
-  // gpu_bound: the whole step window busy; counters (every step) before kernel records (some).
+/// gpu_bound: the whole step window busy; counters (every step) before kernel records (some).
+inline void judge_gpu(const run_summary& s, const verdict_thresholds& t, std::vector<verdict>& out) {
   if (s.step_counters && s.step_counters->steps > 0) {
     if (s.step_counters->busy_share >= t.gpu_busy_share)
       out.push_back(verdict{verdict_code::gpu_bound, "", {{"busy_share", s.step_counters->busy_share}},
@@ -276,8 +278,10 @@ inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresh
     out.push_back(verdict{verdict_code::gpu_bound, "", {{"busy_share", s.step_kernels->busy_share}}, s.step_kernels->steps,
                           "kernels"});
   }
+}
 
-  // small_kernels: busy, yet the SMs mostly idle (counters only: records cannot see SM occupancy).
+/// small_kernels: busy, yet the SMs mostly idle (counters only: records cannot see SM occupancy).
+inline void judge_small_kernels(const run_summary& s, const verdict_thresholds& t, std::vector<verdict>& out) {
   for (const auto& p : s.phases) {
     if (!is_forward_backward(p.kind) || !p.counters || p.counters->steps == 0) continue;
     const auto& c = *p.counters;
@@ -285,39 +289,45 @@ inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresh
       out.push_back(verdict{verdict_code::small_kernels, p.name,
                             {{"busy_share", c.busy_share}, {"sm_active_share", c.sm_active_share}}, c.steps, "counters"});
   }
+}
 
-  // residual_heavy: time on the step's thread inside no top-level phase.
+/// residual_heavy: time on the step's thread inside no top-level phase.
+inline void judge_residual(const run_summary& s, const verdict_thresholds& t, std::vector<verdict>& out) {
   const double residual_share = s.residual_ms.mean / s.step_ms.mean;
   if (residual_share >= t.residual_share)
     out.push_back(verdict{verdict_code::residual_heavy, "",
-                          {{"share", std::min(residual_share, 1.0)}, {"ms_per_step", s.residual_ms.mean}}, measured});
+                          {{"share", std::min(residual_share, 1.0)}, {"ms_per_step", s.residual_ms.mean}},
+                          s.step_ms.count});
+}
 
-  // unstable: drift between halves, two groups of step times, or a spread that makes medians mislead.
-  // Judged on untraced steps where some were recorded: recording slows the steps it covers.
-  if (measured >= t.min_steps) {
-    const auto sample = detail::step_shape_sample(s, t.min_steps);
-    const auto& pts = sample.points;
-    const double halves = detail::half_ratio(pts);
-    const auto groups = detail::best_split(pts);
-    const double spread = sample.median > 0 ? (sample.p90 - sample.p10) / sample.median : 0;
-    verdict v{verdict_code::unstable, "", {}, sample.steps, sample.untraced ? "untraced" : "timeline"};
-    if (halves > 0 && std::abs(halves - 1.0) >= t.drift) {
-      v.why_unstable = instability::drift;
-      v.figures = {{"second_half_over_first", halves}};
-    } else if (groups.low > 0 && groups.high >= groups.low * (1.0 + t.bimodal_gap) &&
-               groups.minority >= t.bimodal_minority && groups.separation >= t.bimodal_separation) {
-      v.why_unstable = instability::bimodal;
-      v.figures = {{"low_ms", groups.low}, {"high_ms", groups.high}, {"minority_share", groups.minority}};
-    } else if (spread >= t.spread) {
-      v.why_unstable = instability::spread;
-      v.figures = {{"p10_ms", sample.p10}, {"median_ms", sample.median}, {"p90_ms", sample.p90}};
-      if (!sample.untraced) v.source = "wall";
-    }
-    if (v.why_unstable != instability::none) out.push_back(std::move(v));
+/// unstable: drift between halves, two groups of step times, or a spread that makes medians mislead.
+/// Judged on untraced steps where some were recorded: recording slows the steps it covers.
+inline void judge_stability(const run_summary& s, const verdict_thresholds& t, std::vector<verdict>& out) {
+  if (s.step_ms.count < t.min_steps) return;
+  const auto sample = step_shape_sample(s, t.min_steps);
+  const auto& pts = sample.points;
+  const double halves = half_ratio(pts);
+  const auto groups = best_split(pts);
+  const double spread = sample.median > 0 ? (sample.p90 - sample.p10) / sample.median : 0;
+  verdict v{verdict_code::unstable, "", {}, sample.steps, sample.untraced ? "untraced" : "timeline"};
+  if (halves > 0 && std::abs(halves - 1.0) >= t.drift) {
+    v.why_unstable = instability::drift;
+    v.figures = {{"second_half_over_first", halves}};
+  } else if (groups.low > 0 && groups.high >= groups.low * (1.0 + t.bimodal_gap) &&
+             groups.minority >= t.bimodal_minority && groups.separation >= t.bimodal_separation) {
+    v.why_unstable = instability::bimodal;
+    v.figures = {{"low_ms", groups.low}, {"high_ms", groups.high}, {"minority_share", groups.minority}};
+  } else if (spread >= t.spread) {
+    v.why_unstable = instability::spread;
+    v.figures = {{"p10_ms", sample.p10}, {"median_ms", sample.median}, {"p90_ms", sample.p90}};
+    if (!sample.untraced) v.source = "wall";
   }
+  if (v.why_unstable != instability::none) out.push_back(std::move(v));
+}
 
-  // outside_steps: the time between steps (an evaluation pass, a checkpoint, an epoch's end) is a
-  // large part of the run, which no step figure shows. Every step counts (the gaps of warm-up too).
+/// outside_steps: the time between steps (an evaluation pass, a checkpoint, an epoch's end) is a
+/// large part of the run, which no step figure shows. Every step counts (the gaps of warm-up too).
+inline void judge_outside(const run_summary& s, const verdict_thresholds& t, std::vector<verdict>& out) {
   const auto& o = s.outside_steps;
   if (o.gaps.count > 0 && o.steps_span_ms > 0 && o.gap_share >= t.outside_share)
     out.push_back(verdict{verdict_code::outside_steps, "",
@@ -331,8 +341,10 @@ inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresh
                            {"outside_phases_ms", o.phases_ms},
                            {"span_ms", o.steps_span_ms}},
                           s.steps});
+}
 
-  // copy_bound: copies fill a phase's GPU window (kernel records: the union of its copies inside it).
+/// copy_bound: copies fill a phase's GPU window (kernel records: the union of its copies inside it).
+inline void judge_copies(const run_summary& s, const verdict_thresholds& t, std::vector<verdict>& out) {
   for (const auto& p : s.phases) {
     if (!p.kernels || p.kernels->steps == 0 || p.kernels->window_ms.mean < t.copy_min_window_ms) continue;
     if (p.kernels->copy_share >= t.copy_share)
@@ -342,21 +354,36 @@ inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresh
                              {"window_ms", p.kernels->window_ms.mean}},
                             p.kernels->steps, "kernels"});
   }
+}
 
-  // memory_creep: allocated memory of the last quarter of the measured steps against the first's.
-  const auto memory = detail::measured_memory(s);
+/// memory_creep: allocated memory of the last quarter of the measured steps against the first's.
+inline void judge_memory(const run_summary& s, const verdict_thresholds& t, std::vector<verdict>& out) {
+  const auto memory = measured_memory(s);
   double memory_steps = 0;
   for (const auto& m : memory) memory_steps += m.second;
-  if (memory_steps >= static_cast<double>(t.creep_min_steps)) {
-    const double first = detail::quarter_mean(memory, false), last = detail::quarter_mean(memory, true);
-    const double growth = last - first;
-    if (first > 0 && growth >= t.creep_bytes && growth >= t.creep_share * first)
-      out.push_back(verdict{verdict_code::memory_creep, "",
-                            {{"first_quarter_mib", first / (1024.0 * 1024.0)},
-                             {"last_quarter_mib", last / (1024.0 * 1024.0)},
-                             {"growth_share", growth / first}},
-                            static_cast<std::size_t>(memory_steps), "timeline"});
-  }
+  if (memory_steps < static_cast<double>(t.creep_min_steps)) return;
+  const double first = quarter_mean(memory, false), last = quarter_mean(memory, true);
+  const double growth = last - first;
+  if (first > 0 && growth >= t.creep_bytes && growth >= t.creep_share * first)
+    out.push_back(verdict{verdict_code::memory_creep, "",
+                          {{"first_quarter_mib", first / (1024.0 * 1024.0)},
+                           {"last_quarter_mib", last / (1024.0 * 1024.0)},
+                           {"growth_share", growth / first}},
+                          static_cast<std::size_t>(memory_steps), "timeline"});
+}
+
+}  // namespace detail
+
+/// The verdicts of one run, in a fixed order (input, host, GPU, kernels, residual, stability, time
+/// outside steps, copies, memory). A run without GPU figures gets only the CPU ones; a figure that was
+/// not measured never fires a verdict.
+inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresholds& t = {}) {
+  std::vector<verdict> out;
+  if (s.step_ms.count == 0 || s.step_ms.mean <= 0) return out;
+  for (const auto judge : {detail::judge_input, detail::judge_host, detail::judge_gpu, detail::judge_small_kernels,
+                           detail::judge_residual, detail::judge_stability, detail::judge_outside, detail::judge_copies,
+                           detail::judge_memory})
+    judge(s, t, out);
   return out;
 }
 
