@@ -49,7 +49,7 @@
 #include "traceml/sinks/json_summary.hpp"
 #include "traceml/sinks/live_view.hpp"
 #include "traceml/sinks/report_table.hpp"
-#include "traceml/sinks/trace_window.hpp"
+#include "traceml/sinks/run_trace.hpp"
 #include "traceml/stop_signal.hpp"
 
 TRACEML_BEGIN_NAMESPACE
@@ -141,6 +141,176 @@ struct profiler_options {
   }
 };
 
+namespace detail {
+
+/// Why a second profiler records nothing (the first one is still attached).
+inline std::string profiler_busy_message(const std::string& run_name) {
+  return "a traceml::profiler is already active; '" + run_name +
+         "' records nothing (finish the first one before starting another)" +
+         (environment_out_dir() ? std::string("; with TRACEML_OUT set, the active one is likely the TRACEML_OUT "
+                                              "session's, started by the first step no profiler observed: it "
+                                              "collects, so create this profiler before the first step, or unset "
+                                              "TRACEML_OUT")
+                                : std::string());
+}
+
+/// TRACEML_OUT set while the program attaches a profiler of its own: that profiler collects, and
+/// the session is not started (it would start only on a step no profiler observes, and two runs
+/// would then split the steps). Said once, naming where this run's outputs go instead.
+inline void say_which_collects(const profiler_options& o) {
+  const char* out = environment_out_dir();
+  if (!out) return;
+  for (const auto& [key, value] : o.config)
+    if (key == "started_by" && value == "TRACEML_OUT") return;  // the session's own profiler
+  activation().decided.store(true, std::memory_order_release);
+  std::string where;
+  for (const std::string* p : {&o.json_path, &o.jsonl_path, &o.trace_path, &o.html_path})
+    if (!p->empty()) where += (where.empty() ? "" : ", ") + *p;
+  report_once("out-beside-profiler",
+              std::string("TRACEML_OUT=") + out + " is set, but the program attached its own traceml::profiler ('" +
+                  o.run_name + "'): that profiler collects, writing " +
+                  (where.empty() ? std::string("no file (its profiler_options name none)") : where) +
+                  "; TRACEML_OUT is not used (unset it, or give the profiler profiler_options::write_all_to(\"" + out +
+                  "\"))");
+}
+
+/// Hands finished recording windows to on_trace_ready, in order; a throwing callback is said once.
+inline void deliver_windows(const profiler_options& o, const std::vector<recording_window>& ready) noexcept {
+  for (const auto& w : ready) {
+    try {
+      o.on_trace_ready(w);
+    } catch (const std::exception& e) {
+      report_once("on-trace-ready-threw", std::string("profiler_options::on_trace_ready threw: ") + e.what());
+    } catch (...) {
+      report_once("on-trace-ready-threw", "profiler_options::on_trace_ready threw (unknown exception)");
+    }
+  }
+}
+
+/// finish_on_signal, after finish() wrote the outputs: says so, runs on_signal_finish, ends.
+[[noreturn]] inline void end_by_stop_signal(const profiler_options& o, const run_result& result, int sig) noexcept {
+  report_once("stopped-by-signal", std::string(stop_signal_name(sig)) + ": run '" + result.name + "' stopped after " +
+                                       std::to_string(result.summary.steps) +
+                                       " steps; the outputs of those steps are written");
+  if (o.on_signal_finish) {
+    try {
+      o.on_signal_finish(result, sig);
+    } catch (const std::exception& e) {
+      report_once("on-signal-finish-threw", std::string("profiler_options::on_signal_finish threw: ") + e.what());
+    } catch (...) {
+      report_once("on-signal-finish-threw", "profiler_options::on_signal_finish threw (unknown exception)");
+    }
+  }
+  end_by_signal(sig);
+}
+
+/// Says once what a step end's drain lost: records dropped by full rings (of step `step`; -1: after
+/// the last step), and other threads' records beyond `others_limit` per step.
+inline void report_drain_losses(const drain_counts& counts, std::int32_t step, std::size_t others_limit) {
+  if (counts.ring_full)
+    report_once("ring-full", (step >= 0 ? "step " + std::to_string(step) + " lost " + std::to_string(counts.ring_full) +
+                                              " phase records to a full ring"
+                                        : std::to_string(counts.ring_full) + " CPU records were dropped after the last "
+                                                                             "step, to a full ring") +
+                                 ": a thread recorded more than " + std::to_string(thread_ring::phase_room) +
+                                 " phases between two step ends (its ring holds " +
+                                 std::to_string(thread_ring::capacity) + " records, " +
+                                 std::to_string(thread_ring::reserved) + " of them kept for step and "
+                                 "micro-batch ends; the thread never waits for room). Such a step is kept with the "
+                                 "phases that fit, so its phase times are undercounted; each one says how many it "
+                                 "lost (lost_phases in its JSONL line and in the summary's steps), the table counts "
+                                 "them, and the run's count is the summary's dropped_records");
+  if (counts.capped)
+    report_once("drain-capped", std::to_string(counts.capped_rings) + " threads other than the training thread "
+                                "recorded more than a step end takes from them (profiler_options::"
+                                "max_other_thread_records: " + std::to_string(others_limit) +
+                                " records per step in all, shared evenly; a thread within its equal part loses "
+                                "none): " + std::to_string(counts.capped) + " of their records were left out, so "
+                                "that the step end's cost stays bounded; their phases are undercounted in the "
+                                "step statistics from here on, and the run's count is the summary's capped_records");
+}
+
+/// What a profiler writes as each step is emitted (its CPU and GPU facts in): the step's JSONL line,
+/// the live view, the Chrome trace's window (run_trace) and on_trace_ready's recording windows. The
+/// profiler holds one and calls it under its lock.
+class step_outputs {
+ public:
+  explicit step_outputs(const profiler_options& o)
+      : o_(o), trace_(o.trace_last_steps, o.trace_recorded_steps), windows_(o.run_name) {}
+
+  /// Opens the JSONL and starts the live view: once the profiler is attached.
+  void open() {
+    if (!o_.jsonl_path.empty())
+      jsonl_ = std::make_unique<output_file>(o_.jsonl_path, "step JSONL", "w", " (training continues without it)");
+    if (live_view_requested(o_.live)) {
+      live_view_options lv;
+      lv.run_name = o_.run_name;
+      lv.expected_steps = o_.expected_steps;
+      live_ = std::make_unique<live_view>(std::move(lv));
+    }
+  }
+
+  /// Steps' spans and GPU activities are kept past their step for the Chrome trace or for windows.
+  bool keeps_trace_data() const noexcept { return !o_.trace_path.empty() || o_.on_trace_ready; }
+  bool writes_trace() const noexcept { return !o_.trace_path.empty(); }
+  run_trace& trace() noexcept { return trace_; }
+
+  /// One step, complete: its JSONL line, its spans and activities into the trace and the windows,
+  /// the live view. Leaves `st` without its activities (the statistics do not need them).
+  void emit(step_result& st, const std::string& run_name, const rank_identity& rank) {
+    if (jsonl_) jsonl_->write(step_jsonl_line(run_name, st, rank));
+    if (keeps_trace_data()) {
+      std::vector<span_record> spans = trace_.take_spans(st.step);
+      std::vector<gpu_activity> activities;
+      step_memory_sample memory;
+      if (st.gpu) {
+        activities.swap(st.gpu->activities);
+        memory = {st.step, st.begin_ns, {st.gpu->peak_allocated_bytes, st.gpu->peak_reserved_bytes}};
+      }
+      if (o_.on_trace_ready) windows_.add(st, spans, activities, ready_);
+      if (writes_trace())
+        trace_.add_step(st.step, std::move(spans), std::move(activities), st.gpu && st.gpu->kernels_measured, memory);
+    }
+    if (st.gpu) st.gpu->activities.clear();
+    if (live_) live_->publish(st);
+  }
+
+  bool has_ready_windows() const noexcept { return !ready_.empty(); }
+  std::vector<recording_window> take_ready_windows() {
+    std::vector<recording_window> ready;
+    ready.swap(ready_);
+    return ready;
+  }
+
+  /// After the last step: the live view joined and erased (before the table is printed), the last
+  /// recording window closed (said once when a run with on_trace_ready never closed one).
+  void steps_done() {
+    live_.reset();
+    if (!o_.on_trace_ready) return;
+    windows_.finish(ready_);
+    if (!windows_.windows())
+      report_once("on-trace-ready", "profiler_options::on_trace_ready was never called: no step was recorded by a "
+                                    "schedule (gpu_source_options::cupti_opts.schedule)");
+  }
+
+  /// Closes the JSONL; its path into `failed` when it is missing or incomplete.
+  void close_jsonl(std::vector<std::string>& failed) {
+    if (!jsonl_) return;
+    jsonl_->close();
+    if (jsonl_->failed()) failed.push_back(jsonl_->path());
+  }
+
+ private:
+  const profiler_options& o_;  // the profiler's, which outlives this
+  std::unique_ptr<output_file> jsonl_;
+  std::unique_ptr<live_view> live_;  // its own thread draws; publish() takes only the view's lock
+  run_trace trace_;
+  window_collector windows_;
+  std::vector<recording_window> ready_;  // closed, not yet handed to on_trace_ready
+};
+
+}  // namespace detail
+
 TRACEML_BEGIN_MODE_NAMESPACE
 #if TRACEML_ENABLED
 class profiler : public recording_callback, private recorder_observer {
@@ -149,42 +319,27 @@ class profiler : public recording_callback, private recorder_observer {
       : constructed_ns_(now_ns()),
         options_(std::move(options)),
         acc_(options_.warmup_steps, options_.tokens_per_step, options_.samples_per_step),
-        trace_(options_.trace_last_steps, options_.trace_recorded_steps),
-        windows_(options_.run_name) {
+        outputs_(options_) {
     result_.name = options_.run_name;
     result_.config = options_.config;
     result_.rank = resolve_rank(options_.rank);
     auto& R = detail::recorder();
     recorder_observer* expected = nullptr;
     if (!R.observer.compare_exchange_strong(expected, this)) {
-      report_once("profiler-active", "a traceml::profiler is already active; '" + options_.run_name +
-                                         "' records nothing (finish the first one before starting another)" +
-                                         (detail::environment_out_dir()
-                                              ? std::string("; with TRACEML_OUT set, the active one is likely the "
-                                                            "TRACEML_OUT session's, started by the first step no "
-                                                            "profiler observed: it collects, so create this profiler "
-                                                            "before the first step, or unset TRACEML_OUT")
-                                              : std::string()));
+      report_once("profiler-active", detail::profiler_busy_message(options_.run_name));
       return;
     }
     attached_ = true;
-    say_which_collects();
+    detail::say_which_collects(options_);
     (void)now_ns();  // the clock calibrates on first use (milliseconds): here, not inside step 0
     // Each run numbers its steps from 0; records left over from before the run are discarded.
     R.next_step.store(0, std::memory_order_relaxed);
     R.overlapping_steps.store(0, std::memory_order_relaxed);
     detail::drain_all([](const span_record&) {});
     (void)detail::take_epoch_marks();  // marks made before the run are not its own
-    if (!options_.jsonl_path.empty())
-      jsonl_ = std::make_unique<detail::output_file>(options_.jsonl_path, "step JSONL", "w", " (training continues without it)");
     if (options_.finish_on_signal) stop_guard_.emplace();
     stop_on_signal_ = options_.finish_on_signal;
-    if (live_view_requested(options_.live)) {
-      live_view_options lv;
-      lv.run_name = options_.run_name;
-      lv.expected_steps = options_.expected_steps;
-      live_ = std::make_unique<live_view>(std::move(lv));
-    }
+    outputs_.open();
     startup_ns_ = now_ns() - constructed_ns_;
   }
 
@@ -209,7 +364,7 @@ class profiler : public recording_callback, private recorder_observer {
     // its own start-up counts too).
     if (acc_.steps() == 0 && waiting_.empty()) startup_ns_ = now_ns() - constructed_ns_;
     gpu_ = std::move(source);
-    attribution_.keep_activities(keeps_trace_data());
+    attribution_.keep_activities(outputs_.keeps_trace_data());
     attribution_.counter_view(gpu_ ? gpu_->counter_view() : records_as_counted{});
     detail::recorder().observe_phases.store(attached_ && gpu_ && gpu_->wants_scope_hooks(), std::memory_order_relaxed);
   }
@@ -259,16 +414,11 @@ class profiler : public recording_callback, private recorder_observer {
       result_.summary.gpu_status = std::move(why);  // the reason no source was made, and its fix
     }
     while (!waiting_.empty()) emit_front();
-    live_.reset();  // joins its thread and erases its lines before the table is printed
+    outputs_.steps_done();
     if (options_.on_trace_ready) {
-      windows_.finish(windows_ready_);
-      if (!windows_.windows())
-        report_once("on-trace-ready", "profiler_options::on_trace_ready was never called: no step was recorded by a "
-                                      "schedule (gpu_source_options::cupti_opts.schedule)");
-      std::vector<recording_window> ready;
-      ready.swap(windows_ready_);
+      const std::vector<recording_window> ready = outputs_.take_ready_windows();
       lock.unlock();  // as at a step's end; the GPU source (kernel names) is released only below
-      deliver_windows(ready);
+      detail::deliver_windows(options_, ready);
       lock.lock();
     }
     const std::string gpu_status = result_.summary.gpu_status;
@@ -283,23 +433,14 @@ class profiler : public recording_callback, private recorder_observer {
     result_.summary.capped_records = capped_;
     result_.summary.overlapping_steps = R.overlapping_steps.load(std::memory_order_relaxed);
     result_.summary.outside_steps = outside_.summary();
-    if (!options_.trace_path.empty()) {
-      chrome_trace_extras extras{trace_.coverage(), detail::thread_identities(), trace_.memory(), result_.rank,
-                                 {trace_gaps_.begin(), trace_gaps_.end()}, {trace_marks_.begin(), trace_marks_.end()}};
-      std::vector<span_record> spans = trace_.spans();
-      spans.insert(spans.end(), trace_outside_.begin(), trace_outside_.end());
-      if (!write_chrome_trace(options_.trace_path, result_.name, spans, trace_.activities(), extras))
-        failed_outputs_.push_back(options_.trace_path);
-    }
+    if (outputs_.writes_trace() && !outputs_.trace().write(options_.trace_path, result_.name, result_.rank))
+      failed_outputs_.push_back(options_.trace_path);
     gpu_.reset();  // after the trace: activity names belong to the source. Shuts CUPTI down.
     if (!options_.json_path.empty() && !write_json_summary(options_.json_path, {result_}))
       failed_outputs_.push_back(options_.json_path);
     if (!options_.html_path.empty() && !write_html_report(options_.html_path, {result_}, "traceml: " + result_.name))
       failed_outputs_.push_back(options_.html_path);
-    if (jsonl_) {
-      jsonl_->close();
-      if (jsonl_->failed()) failed_outputs_.push_back(jsonl_->path());
-    }
+    outputs_.close_jsonl(failed_outputs_);
     result_.summary.finish_ms = static_cast<double>(now_ns() - finish_begin_ns) / 1e6;
     if (options_.print_table) {
       std::fputs(format_table(result_).c_str(), stdout);
@@ -312,7 +453,7 @@ class profiler : public recording_callback, private recorder_observer {
     attached_ = false;
     if (stop_guard_) {
       lock.unlock();  // on_signal_finish may ask the profiler
-      if (const int sig = pending_stop_signal()) end_by_stop_signal(sig);
+      if (const int sig = pending_stop_signal()) detail::end_by_stop_signal(options_, result_, sig);
       stop_guard_.reset();
     }
     return result_;
@@ -367,10 +508,10 @@ class profiler : public recording_callback, private recorder_observer {
       std::vector<recording_window> ready;
       {
         detail::lock_guard lock(mu_);
-        ready.swap(windows_ready_);
+        ready = outputs_.take_ready_windows();
         windows_waiting_.store(false, std::memory_order_relaxed);
       }
-      deliver_windows(ready);  // outside the lock: the callback may ask the profiler
+      detail::deliver_windows(options_, ready);  // outside the lock: the callback may ask the profiler
     }
     // finish_on_signal: a step end is the safe point at which a noted signal is acted on.
     if (const int sig = stop_on_signal_ ? pending_stop_signal() : 0) {
@@ -381,26 +522,6 @@ class profiler : public recording_callback, private recorder_observer {
         end_by_signal(sig);
       }
     }
-  }
-
-  /// TRACEML_OUT set while the program attaches a profiler of its own: that profiler collects, and
-  /// the session is not started (it would start only on a step no profiler observes, and two runs
-  /// would then split the steps). Said once, naming where this run's outputs go instead.
-  void say_which_collects() {
-    const char* out = detail::environment_out_dir();
-    if (!out) return;
-    for (const auto& [key, value] : options_.config)
-      if (key == "started_by" && value == "TRACEML_OUT") return;  // the session's own profiler
-    detail::activation().decided.store(true, std::memory_order_release);
-    std::string where;
-    for (const std::string* p : {&options_.json_path, &options_.jsonl_path, &options_.trace_path, &options_.html_path})
-      if (!p->empty()) where += (where.empty() ? "" : ", ") + *p;
-    report_once("out-beside-profiler",
-                std::string("TRACEML_OUT=") + out + " is set, but the program attached its own traceml::profiler ('" +
-                    options_.run_name + "'): that profiler collects, writing " +
-                    (where.empty() ? std::string("no file (its profiler_options name none)") : where) +
-                    "; TRACEML_OUT is not used (unset it, or give the profiler profiler_options::write_all_to(\"" +
-                    out + "\"))");
   }
 
   /// The step worker's work: every step handed over so far.
@@ -445,7 +566,7 @@ class profiler : public recording_callback, private recorder_observer {
       attach_reports(attribution_.take_ready());
       while (!waiting_.empty() && waiting_.front().gpu) emit_front();
     }
-    if (!windows_ready_.empty()) windows_waiting_.store(true, std::memory_order_release);
+    if (outputs_.has_ready_windows()) windows_waiting_.store(true, std::memory_order_release);
   }
 
   /// Under mu_, records drained: one step's statistics, kept until its GPU facts are in (emitted at
@@ -476,54 +597,23 @@ class profiler : public recording_callback, private recorder_observer {
     // The ring keeps room for step records (thread_ring::reserved); a thread without a ring (out
     // of memory) has none: the step is still the one the recorder closed.
     if (!has_step_record) spans.push_back(step);
-    if (const auto gap = outside_.add_step(step.step, step.begin_ns, step.end_ns); gap && !options_.trace_path.empty())
-      bounded_push(trace_gaps_, *gap, std::max<std::size_t>(options_.trace_last_steps, 1));
+    if (const auto gap = outside_.add_step(step.step, step.begin_ns, step.end_ns); gap && outputs_.writes_trace())
+      outputs_.trace().add_gap(*gap);
     if (late_) report_once("late-records", "phases on other threads ended after their step was summarized (after the "
                                            "step's end): they are left out of the step statistics");
     auto st = compute_step(step.step, spans);
     if (!st) return;
     st->lost_phases = lost;
     waiting_.push_back(std::move(*st));
-    if (keeps_trace_data()) {
+    if (outputs_.keeps_trace_data()) {
       std::vector<span_record> traced = spans;
       traced.insert(traced.end(), outlived.begin(), outlived.end());
-      trace_spans_.emplace_back(step.step, std::move(traced));
+      outputs_.trace().hold_spans(step.step, std::move(traced));
     }
     if (gpu_) gpu_->step_ended(step.step, spans);
     else emit_front();
   }
 
-  /// finish_on_signal, after finish() wrote the outputs: says so, runs on_signal_finish, ends.
-  [[noreturn]] void end_by_stop_signal(int sig) noexcept {
-    report_once("stopped-by-signal", std::string(stop_signal_name(sig)) + ": run '" + result_.name + "' stopped after " +
-                                         std::to_string(result_.summary.steps) + " steps; the outputs of those steps are written");
-    if (options_.on_signal_finish) {
-      try {
-        options_.on_signal_finish(result_, sig);
-      } catch (const std::exception& e) {
-        report_once("on-signal-finish-threw", std::string("profiler_options::on_signal_finish threw: ") + e.what());
-      } catch (...) {
-        report_once("on-signal-finish-threw", "profiler_options::on_signal_finish threw (unknown exception)");
-      }
-    }
-    end_by_signal(sig);
-  }
-
-  /// Hands finished recording windows to on_trace_ready, in order; a throwing callback is said once.
-  void deliver_windows(const std::vector<recording_window>& ready) noexcept {
-    for (const auto& w : ready) {
-      try {
-        options_.on_trace_ready(w);
-      } catch (const std::exception& e) {
-        report_once("on-trace-ready-threw", std::string("profiler_options::on_trace_ready threw: ") + e.what());
-      } catch (...) {
-        report_once("on-trace-ready-threw", "profiler_options::on_trace_ready threw (unknown exception)");
-      }
-    }
-  }
-
-  /// Steps' spans and GPU activities are kept past their step for the Chrome trace or for windows.
-  bool keeps_trace_data() const noexcept { return !options_.trace_path.empty() || options_.on_trace_ready; }
   void on_scope_begin(phase_kind kind, const char* name, std::int32_t step, std::int32_t micro) noexcept override {
     if (auto* g = gpu_.get()) g->on_scope_begin(kind, name, step, micro);
   }
@@ -550,27 +640,7 @@ class profiler : public recording_callback, private recorder_observer {
         options_.max_other_thread_records * steps, whole);
     dropped_ += counts.ring_full;
     capped_ += counts.capped;
-    if (counts.ring_full)
-      report_once("ring-full", (step >= 0 ? "step " + std::to_string(step) + " lost " + std::to_string(counts.ring_full) +
-                                                " phase records to a full ring"
-                                          : std::to_string(counts.ring_full) + " CPU records were dropped after the last "
-                                                                               "step, to a full ring") +
-                                   ": a thread recorded more than " + std::to_string(detail::thread_ring::phase_room) +
-                                   " phases between two step ends (its ring holds " +
-                                   std::to_string(detail::thread_ring::capacity) + " records, " +
-                                   std::to_string(detail::thread_ring::reserved) + " of them kept for step and "
-                                   "micro-batch ends; the thread never waits for room). Such a step is kept with the "
-                                   "phases that fit, so its phase times are undercounted; each one says how many it "
-                                   "lost (lost_phases in its JSONL line and in the summary's steps), the table counts "
-                                   "them, and the run's count is the summary's dropped_records");
-    if (counts.capped)
-      report_once("drain-capped", std::to_string(counts.capped_rings) + " threads other than the training thread "
-                                  "recorded more than a step end takes from them (profiler_options::"
-                                  "max_other_thread_records: " + std::to_string(options_.max_other_thread_records) +
-                                  " records per step in all, shared evenly; a thread within its equal part loses "
-                                  "none): " + std::to_string(counts.capped) + " of their records were left out, so "
-                                  "that the step end's cost stays bounded; their phases are undercounted in the "
-                                  "step statistics from here on, and the run's count is the summary's capped_records");
+    detail::report_drain_losses(counts, step, options_.max_other_thread_records);
     if (detail::recorder().overlapping_steps.load(std::memory_order_relaxed))
       report_once("overlapping-steps", "a step began while another step was open (on another thread, or around "
                                        "it on the same thread): traceml profiles one training loop, whose steps "
@@ -579,26 +649,16 @@ class profiler : public recording_callback, private recorder_observer {
                                        "thread's do; the run's count is the summary's overlapping_steps");
     for (const std::int64_t t : detail::take_epoch_marks()) {
       outside_.add_epoch_mark(t);
-      if (!options_.trace_path.empty()) bounded_push(trace_marks_, t, max_trace_outside);
+      if (outputs_.writes_trace()) outputs_.trace().add_mark(t);
     }
     return counts.ring_full;
-  }
-
-  /// How many outside phases, gaps and epoch marks the Chrome trace keeps (the last ones): bounded,
-  /// as the trace's steps are.
-  static constexpr std::size_t max_trace_outside = 4096;
-  template <class T>
-  static void bounded_push(std::deque<T>& d, const T& v, std::size_t limit) {
-    if (limit == 0) return;
-    if (d.size() >= limit) d.pop_front();
-    d.push_back(v);
   }
 
   /// Under mu_: a record of no step, into the run's outside_steps (and the trace's last ones).
   void note_outside(const span_record& r) TRACEML_REQUIRES(mu_) {
     if (!is_phase(r.kind)) return;
     outside_.add_record(r);
-    if (!options_.trace_path.empty()) bounded_push(trace_outside_, r, max_trace_outside);
+    if (outputs_.writes_trace()) outputs_.trace().add_outside(r);
   }
 
   void attach_reports(std::vector<step_gpu_report> reports) TRACEML_REQUIRES(mu_) {
@@ -615,25 +675,7 @@ class profiler : public recording_callback, private recorder_observer {
   void emit_front() TRACEML_REQUIRES(mu_) {
     step_result st = std::move(waiting_.front());
     waiting_.pop_front();
-    if (jsonl_) jsonl_->write(step_jsonl_line(result_.name, st, result_.rank));
-    if (keeps_trace_data()) {
-      std::vector<span_record> spans;
-      while (!trace_spans_.empty() && trace_spans_.front().first <= st.step) {
-        if (trace_spans_.front().first == st.step) spans = std::move(trace_spans_.front().second);
-        trace_spans_.pop_front();
-      }
-      std::vector<gpu_activity> activities;
-      step_memory_sample memory;
-      if (st.gpu) {
-        activities.swap(st.gpu->activities);
-        memory = {st.step, st.begin_ns, {st.gpu->peak_allocated_bytes, st.gpu->peak_reserved_bytes}};
-      }
-      if (options_.on_trace_ready) windows_.add(st, spans, activities, windows_ready_);
-      if (!options_.trace_path.empty())
-        trace_.add(st.step, std::move(spans), std::move(activities), st.gpu && st.gpu->kernels_measured, memory);
-    }
-    if (st.gpu) st.gpu->activities.clear();
-    if (live_) live_->publish(st);
+    outputs_.emit(st, result_.name, result_.rank);
     acc_.add(st);
     if (result_.steps.size() < options_.keep_steps && acc_.steps() == result_.steps.size() + 1) {
       result_.steps.push_back(std::move(st));
@@ -649,19 +691,10 @@ class profiler : public recording_callback, private recorder_observer {
   mutable detail::mutex mu_;
   std::unique_ptr<gpu_source> gpu_;
   attribution_worker attribution_;        // raw GPU activity -> reports, on its own thread
-  std::unique_ptr<detail::output_file> jsonl_;
-  std::unique_ptr<live_view> live_;       // its own thread draws; publish() under mu_ takes only the view's lock
   std::vector<span_record> pending_ TRACEML_GUARDED_BY(mu_);  // records of steps not yet closed
-  // per step, until it is emitted
-  std::deque<std::pair<std::int32_t, std::vector<span_record>>> trace_spans_ TRACEML_GUARDED_BY(mu_);
   run_accumulator acc_ TRACEML_GUARDED_BY(mu_);  // the run's statistics, step by step (bounded memory)
   outside_steps_accumulator outside_ TRACEML_GUARDED_BY(mu_);  // phases outside steps, gaps, epoch marks
-  std::deque<span_record> trace_outside_ TRACEML_GUARDED_BY(mu_);  // the last outside phases, for the trace
-  std::deque<step_gap> trace_gaps_ TRACEML_GUARDED_BY(mu_);        // the last gaps between steps, for the trace
-  std::deque<std::int64_t> trace_marks_ TRACEML_GUARDED_BY(mu_);   // the last epoch marks, for the trace
-  detail::trace_window trace_ TRACEML_GUARDED_BY(mu_);  // what the Chrome trace keeps (bounded)
-  detail::window_collector windows_ TRACEML_GUARDED_BY(mu_);  // recording windows for on_trace_ready
-  std::vector<recording_window> windows_ready_ TRACEML_GUARDED_BY(mu_);  // closed, not yet handed to on_trace_ready
+  detail::step_outputs outputs_ TRACEML_GUARDED_BY(mu_);  // the JSONL, live view, trace and windows of emitted steps
   std::deque<step_result> waiting_ TRACEML_GUARDED_BY(mu_);  // closed on the CPU, GPU facts not yet in
   run_result result_;
   std::vector<std::string> failed_outputs_;
@@ -680,7 +713,7 @@ class profiler : public recording_callback, private recorder_observer {
   detail::handoff_queue<ended_step, 1024> ended_;
   const detail::thread_ring* last_ring_ TRACEML_GUARDED_BY(mu_) = nullptr;
   std::uint64_t last_dropped_total_ TRACEML_GUARDED_BY(mu_) = 0;
-  std::atomic<bool> windows_waiting_{false};  // windows_ready_ holds windows for the training thread
+  std::atomic<bool> windows_waiting_{false};  // outputs_ holds ready windows for the training thread
   detail::step_worker worker_{[this] { process_in_background(); }};  // last: stopped before the rest goes
 };
 #else
