@@ -230,6 +230,15 @@ inline void report_drain_losses(const drain_counts& counts, std::int32_t step, s
                                 "step statistics from here on, and the run's count is the summary's capped_records");
 }
 
+/// A step that ended, as the training thread hands it over to the profiler's step worker: its
+/// record, and what its thread's ring had lost to being full by then (the step's own loss is the
+/// difference to the last one).
+struct ended_step {
+  span_record step;
+  const thread_ring* ring = nullptr;
+  std::uint64_t dropped_total = 0;
+};
+
 /// What a profiler writes as each step is emitted (its CPU and GPU facts in): the step's JSONL line,
 /// the live view, the Chrome trace's window (run_trace) and on_trace_ready's recording windows. The
 /// profiler holds one and calls it under its lock.
@@ -475,21 +484,13 @@ class profiler : public recording_callback, private recorder_observer {
   using recording_callback::on_step_end;
 
  private:
-  /// A step that ended, as the training thread hands it over: its record, and what its thread's
-  /// ring had lost to being full by then (the step's own loss is the difference to the last one).
-  struct ended_step {
-    span_record step;
-    const detail::thread_ring* ring = nullptr;
-    std::uint64_t dropped_total = 0;
-  };
-
   // recorder_observer: runs on the thread that closed the step. Publishes the step for the step
   // worker and returns; does the work itself only when the worker cannot take it (see
   // profiler_options::background_step_end).
   void on_step_end(const span_record& step) noexcept override {
     if (finishing_.load(std::memory_order_relaxed)) return;
     if (auto* g = gpu_.get()) g->step_closed(step);
-    const ended_step handed{step, detail::own_ring(), detail::own_dropped_total()};
+    const detail::ended_step handed{step, detail::own_ring(), detail::own_dropped_total()};
     const bool background = options_.background_step_end &&
                             detail::own_ring_backlog() < detail::thread_ring::capacity / 2 && ended_.push(handed);
     if (background) {
@@ -538,9 +539,9 @@ class profiler : public recording_callback, private recorder_observer {
 
   /// Under mu_: the steps handed over (in order), then `also` (a step its thread processes itself):
   /// one drain of the rings for all of them, then each step's statistics and GPU hand-off.
-  void process_ended(const ended_step* also) TRACEML_REQUIRES(mu_) {
-    std::vector<ended_step> steps;
-    for (ended_step e; ended_.pop(e);) steps.push_back(e);
+  void process_ended(const detail::ended_step* also) TRACEML_REQUIRES(mu_) {
+    std::vector<detail::ended_step> steps;
+    for (detail::ended_step e; ended_.pop(e);) steps.push_back(e);
     if (also) steps.push_back(*also);
     if (steps.empty()) return;
     // Each step's own loss: what its thread's ring lost since that thread's previous step end.
@@ -710,7 +711,7 @@ class profiler : public recording_callback, private recorder_observer {
   int uncaught_at_start_ = std::uncaught_exceptions();  // exceptions in flight when it was built
   // The step worker's side. ended_ goes from the thread that ends steps to the worker (or whoever
   // holds mu_); last_ring_ and last_dropped_total_ (under mu_) give each step its own loss.
-  detail::handoff_queue<ended_step, 1024> ended_;
+  detail::handoff_queue<detail::ended_step, 1024> ended_;
   const detail::thread_ring* last_ring_ TRACEML_GUARDED_BY(mu_) = nullptr;
   std::uint64_t last_dropped_total_ TRACEML_GUARDED_BY(mu_) = 0;
   std::atomic<bool> windows_waiting_{false};  // outputs_ holds ready windows for the training thread
