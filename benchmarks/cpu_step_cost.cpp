@@ -52,10 +52,22 @@ block_time run_steps(int steps, std::int64_t phase_ns) {
   const std::int64_t w0 = wall_ns(), c0 = thread_cpu_ns();
   for (int s = 0; s < steps; ++s) {
     TRACEML_STEP();
-    { TRACEML_PHASE(dataloader); spin_ns(phase_ns); }
-    { TRACEML_PHASE(forward); spin_ns(phase_ns); }
-    { TRACEML_PHASE(backward); spin_ns(phase_ns); }
-    { TRACEML_PHASE(optimizer); spin_ns(phase_ns); }
+    {
+      TRACEML_PHASE(dataloader);
+      spin_ns(phase_ns);
+    }
+    {
+      TRACEML_PHASE(forward);
+      spin_ns(phase_ns);
+    }
+    {
+      TRACEML_PHASE(backward);
+      spin_ns(phase_ns);
+    }
+    {
+      TRACEML_PHASE(optimizer);
+      spin_ns(phase_ns);
+    }
   }
   const std::int64_t c1 = thread_cpu_ns(), w1 = wall_ns();
   return {static_cast<double>(w1 - w0) / 1e3 / steps, static_cast<double>(c1 - c0) / 1e3 / steps};
@@ -106,7 +118,8 @@ int main(int argc, char** argv) {
         start_ms.push_back(static_cast<double>(s1 - s0) / 1e6);
         finish_ms.push_back(static_cast<double>(f1 - f0) / 1e6);
         if (p.result().summary.steps != static_cast<std::size_t>(steps)) {
-          std::fprintf(stderr, "cpu_step_cost: the profiler recorded %zu of %d steps\n", p.result().summary.steps, steps);
+          std::fprintf(stderr, "cpu_step_cost: the profiler recorded %zu of %d steps\n", p.result().summary.steps,
+                       steps);
           return 1;
         }
       }

@@ -66,7 +66,7 @@ double timed_step(std::chrono::microseconds work, double& end_cpu_ms) {
 
 struct step_times {
   std::vector<double> ms;
-  double end_cpu_ms = 0;  // summed over the steps
+  double end_cpu_ms = 0;             // summed over the steps
   double quantile(double q) const {  // nearest rank: enough for a side-by-side look
     std::vector<double> v = ms;
     std::sort(v.begin(), v.end());
@@ -138,9 +138,10 @@ int main(int argc, char** argv) {
   stop.store(true);
   for (auto& t : flood) t.join();
 
-  std::printf("%d threads recording phases non-stop, steps of %.3f ms of work, %d rounds of %d steps per mode, "
-              "max_other_thread_records %zu (%u hardware threads)\n",
-              threads, step_ms, rounds, block, others, std::thread::hardware_concurrency());
+  std::printf(
+      "%d threads recording phases non-stop, steps of %.3f ms of work, %d rounds of %d steps per mode, "
+      "max_other_thread_records %zu (%u hardware threads)\n",
+      threads, step_ms, rounds, block, others, std::thread::hardware_concurrency());
   std::printf("  %-12s %6s %10s %10s %10s %10s %14s\n", "mode", "steps", "mean ms", "median ms", "p90 ms", "max ms",
               "step end CPU us");
   print_row("no profiler", off);
@@ -151,9 +152,10 @@ int main(int argc, char** argv) {
   const double extra_cpu_us = (on.end_cpu_ms - off.end_cpu_ms) * 1e3 / static_cast<double>(on.ms.size());
   std::printf("  the profiler's step end: +%.1f us of CPU per step, %.1f%% of the step's work\n", extra_cpu_us,
               extra_cpu_us / (step_ms * 10.0));
-  std::printf("  profiler: %zu of %zu steps recorded; flooding threads closed %.1f million phases in %.1f s, "
-              "%.1f million dropped by full rings, %.1f million left out by the step-end drain's cap\n",
-              recorded, on.ms.size(), static_cast<double>(attempted.load()) / 1e6, total_s,
-              static_cast<double>(ring_full) / 1e6, static_cast<double>(capped) / 1e6);
+  std::printf(
+      "  profiler: %zu of %zu steps recorded; flooding threads closed %.1f million phases in %.1f s, "
+      "%.1f million dropped by full rings, %.1f million left out by the step-end drain's cap\n",
+      recorded, on.ms.size(), static_cast<double>(attempted.load()) / 1e6, total_s,
+      static_cast<double>(ring_full) / 1e6, static_cast<double>(capped) / 1e6);
   return 0;
 }

@@ -27,7 +27,7 @@ inline interval median_interval(std::vector<double> v) {
     cdf[j] = acc;
     p = p * static_cast<double>(n - j) / static_cast<double>(j + 1);
   }
-  std::size_t k = 1;  // 1-based order statistic
+  std::size_t k = 1;                                         // 1-based order statistic
   while (k + 1 <= n / 2 && 1.0 - 2.0 * cdf[k] >= 0.95) ++k;  // coverage of [x_(k+1), x_(n-k)]
   ci.lo = v[k - 1];
   ci.hi = v[n - k];

@@ -100,7 +100,7 @@ void engine_time_per_kernel(burner& burn, traceml::gpu_clock& clock, const trace
   traceml::profiler prof(o);
   prof.set_gpu_source(std::move(src));
   auto tiny_kernel = [&] { clock.release(clock.stamp(nullptr)); };  // one thread storing the clock: ~1 us
-  constexpr std::size_t copy_bytes = 8192;  // a micro-batch of 4 x 512 token ids
+  constexpr std::size_t copy_bytes = 8192;                          // a micro-batch of 4 x 512 token ids
   void* host_copy = nullptr;
   void* dev_copy = nullptr;
   if (cudaMallocHost(&host_copy, copy_bytes) != cudaSuccess || cudaMalloc(&dev_copy, copy_bytes) != cudaSuccess) {
@@ -183,8 +183,10 @@ void engine_time_per_kernel(burner& burn, traceml::gpu_clock& clock, const trace
 /// Part 6 (see the top): ns per launch of tiny kernels back to back, sampler on against paused.
 void launch_rate_beside_sampler(traceml::pm_sampler& sampler, traceml::gpu_clock& clock, int rounds) {
   const auto block = [&](bool on) {  // ns per launch over 100 ms of launching
-    if (on) sampler.resume();
-    else sampler.pause();
+    if (on)
+      sampler.resume();
+    else
+      sampler.pause();
     std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the decoder in its rhythm
     cudaDeviceSynchronize();
     const std::int64_t t0 = traceml::now_ns();
@@ -219,11 +221,11 @@ void launch_rate_beside_sampler(traceml::pm_sampler& sampler, traceml::gpu_clock
     return v.empty() ? 0.0 : v[v.size() / 2];
   };
   const double ratio = med(ratios);
-  std::printf("6. launch-bound thread beside the sampler (%d rounds of 100 ms blocks, %llu decode passes): %.3f us per "
-              "launch on, %.3f us paused (medians); on/paused %.4f (%+.2f%%) [%.4f, %.4f] (%.0f%%)\n",
-              rounds, static_cast<unsigned long long>(sampler.stats().decode_passes - passes0), med(on_ns) / 1e3,
-              med(off_ns) / 1e3, ratio, 100.0 * (ratio - 1.0), ci.lo, ci.hi,
-              100.0 * ci.coverage);
+  std::printf(
+      "6. launch-bound thread beside the sampler (%d rounds of 100 ms blocks, %llu decode passes): %.3f us per "
+      "launch on, %.3f us paused (medians); on/paused %.4f (%+.2f%%) [%.4f, %.4f] (%.0f%%)\n",
+      rounds, static_cast<unsigned long long>(sampler.stats().decode_passes - passes0), med(on_ns) / 1e3,
+      med(off_ns) / 1e3, ratio, 100.0 * (ratio - 1.0), ci.lo, ci.hi, 100.0 * ci.coverage);
 }
 
 }  // namespace
@@ -233,17 +235,29 @@ int main(int argc, char** argv) {
   std::uint32_t max_samples = traceml::pm_sampler_options{}.max_samples;
   double burst_ms = 10;
   CLI::App app{"Feasibility of CUPTI PM sampling as a GPU time source (clock, rate, coexistence with CUPTI records)."};
-  app.add_option("--interval-us", interval_us, "sampling interval")->check(CLI::Range(1, 100000))->capture_default_str();
-  app.add_option("--bursts", bursts, "busy bursts, each followed by an idle gap")->check(CLI::Range(1, 1000))->capture_default_str();
-  app.add_option("--burst-ms", burst_ms, "length of a burst and of a gap")->check(CLI::Range(0.1, 1000.0))->capture_default_str();
-  app.add_option("--max-samples", max_samples, "samples one decode pass holds (counter-data image)")->check(CLI::Range(16, 1 << 20))->capture_default_str();
-  app.add_option("--tiny-kernels", tiny_kernels, "tiny kernels per phase in part 5")->check(CLI::Range(10, 100000))->capture_default_str();
-  app.add_option("--launch-rounds", launch_rounds, "paired rounds of part 6")->check(CLI::Range(1, 10000))->capture_default_str();
+  app.add_option("--interval-us", interval_us, "sampling interval")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--bursts", bursts, "busy bursts, each followed by an idle gap")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--burst-ms", burst_ms, "length of a burst and of a gap")
+      ->check(CLI::Range(0.1, 1000.0))
+      ->capture_default_str();
+  app.add_option("--max-samples", max_samples, "samples one decode pass holds (counter-data image)")
+      ->check(CLI::Range(16, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--tiny-kernels", tiny_kernels, "tiny kernels per phase in part 5")
+      ->check(CLI::Range(10, 100000))
+      ->capture_default_str();
+  app.add_option("--launch-rounds", launch_rounds, "paired rounds of part 6")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // every line, even if the driver takes the process down
 
-  std::printf("pm_sampling_probe: interval %d us, %d bursts of %.1f ms, %u samples per decode pass\n", interval_us, bursts,
-              burst_ms, max_samples);
+  std::printf("pm_sampling_probe: interval %d us, %d bursts of %.1f ms, %u samples per decode pass\n", interval_us,
+              bursts, burst_ms, max_samples);
   traceml::pm_sampler_options so;
   so.interval_ns = std::int64_t{interval_us} * 1000;
   so.max_samples = max_samples;
@@ -254,7 +268,8 @@ int main(int argc, char** argv) {
     std::printf("1. start: UNAVAILABLE: %s\n", sampler.why().c_str());
     return 0;
   }
-  std::printf("1. start: %.1f ms, %s\n", static_cast<double>(traceml::now_ns() - t_start) / 1e6, sampler.status().c_str());
+  std::printf("1. start: %.1f ms, %s\n", static_cast<double>(traceml::now_ns() - t_start) / 1e6,
+              sampler.status().c_str());
 
   burner burn;
   if (!burn.init()) {
@@ -268,18 +283,21 @@ int main(int argc, char** argv) {
   else
     std::printf("2. clock alignment: a %.3f ms burst seen as %.3f ms busy; samples' clock + %+.3f ms = GPU clock\n",
                 aligned.burst_ms, aligned.busy_ms, static_cast<double>(aligned.offset_ns) / 1e6);
-  struct burst { int a = -1, b = -1; std::int64_t ta = -1, tb = -1; };
+  struct burst {
+    int a = -1, b = -1;
+    std::int64_t ta = -1, tb = -1;
+  };
   std::vector<burst> bs(static_cast<std::size_t>(bursts));
   const std::int64_t cpu_mono0 = clock_ns(CLOCK_MONOTONIC), cpu_real0 = clock_ns(CLOCK_REALTIME);
   const int s0 = clock.stamp(nullptr);
   cudaDeviceSynchronize();
   std::int64_t g0 = -1;
   clock.read(s0, g0);
-  std::printf("   clocks side by side: GPU %%globaltimer %lld, CLOCK_REALTIME %lld (GPU - realtime %+.3f ms), "
-              "CLOCK_MONOTONIC %lld%s\n",
-              static_cast<long long>(g0), static_cast<long long>(cpu_real0),
-              static_cast<double>(g0 - cpu_real0) / 1e6, static_cast<long long>(cpu_mono0),
-              clock.why().empty() ? "" : (" (clock: " + clock.why() + ")").c_str());
+  std::printf(
+      "   clocks side by side: GPU %%globaltimer %lld, CLOCK_REALTIME %lld (GPU - realtime %+.3f ms), "
+      "CLOCK_MONOTONIC %lld%s\n",
+      static_cast<long long>(g0), static_cast<long long>(cpu_real0), static_cast<double>(g0 - cpu_real0) / 1e6,
+      static_cast<long long>(cpu_mono0), clock.why().empty() ? "" : (" (clock: " + clock.why() + ")").c_str());
   const std::int64_t wall0 = traceml::now_ns();
   for (auto& b : bs) {
     b.a = clock.stamp(nullptr);
@@ -347,17 +365,20 @@ int main(int argc, char** argv) {
   }
   const auto again = traceml::measure_clock_alignment(sampler, clock, so.interval_ns, aligned.offset_ns,
                                                       2 * traceml::clock_calibration_burst_ns(so.interval_ns));
-  std::printf("   alignment again after %.2f s: %s %+.3f us from the first\n", static_cast<double>(traceml::now_ns() - wall0) / 1e9,
+  std::printf("   alignment again after %.2f s: %s %+.3f us from the first\n",
+              static_cast<double>(traceml::now_ns() - wall0) / 1e9,
               again.ok ? "offset moved" : ("FAILED (" + again.why + ")").c_str(),
               again.ok ? static_cast<double>(again.offset_ns - aligned.offset_ns) / 1e3 : 0.0);
   const auto st = sampler.stats();
-  std::printf("3. rate: %llu samples in %.3f s of GPU time (%.0f per s), mean interval %.2f us (asked %d), %llu decode "
-              "passes, decoder %.3f ms of CPU per s of run, %llu overflows\n",
-              static_cast<unsigned long long>(st.samples), static_cast<double>(st.last_ns - st.first_ns) / 1e9,
-              st.last_ns > st.first_ns ? static_cast<double>(st.samples) / (static_cast<double>(st.last_ns - st.first_ns) / 1e9) : 0.0,
-              st.mean_interval_ns / 1e3, interval_us, static_cast<unsigned long long>(st.decode_passes),
-              static_cast<double>(st.decode_cpu_ns) / 1e6 / (static_cast<double>(wall) / 1e9),
-              static_cast<unsigned long long>(st.overflows));
+  std::printf(
+      "3. rate: %llu samples in %.3f s of GPU time (%.0f per s), mean interval %.2f us (asked %d), %llu decode "
+      "passes, decoder %.3f ms of CPU per s of run, %llu overflows\n",
+      static_cast<unsigned long long>(st.samples), static_cast<double>(st.last_ns - st.first_ns) / 1e9,
+      st.last_ns > st.first_ns ? static_cast<double>(st.samples) / (static_cast<double>(st.last_ns - st.first_ns) / 1e9)
+                               : 0.0,
+      st.mean_interval_ns / 1e3, interval_us, static_cast<unsigned long long>(st.decode_passes),
+      static_cast<double>(st.decode_cpu_ns) / 1e6 / (static_cast<double>(wall) / 1e9),
+      static_cast<unsigned long long>(st.overflows));
   sampler.pause();  // as between profilers; the source below resumes it
 
   // 4. With CUPTI kernel records on every step, through the source the profiler uses.
@@ -397,8 +418,8 @@ int main(int argc, char** argv) {
     std::printf("4. with CUPTI records on every step: CUPTI %s; PM sampling %s\n",
                 cupti_ok ? "running" : ("unavailable: " + inner_why).c_str(),
                 pm_running ? "running" : ("unavailable: " + pm_why).c_str());
-    std::printf("   %-5s %-10s %12s %12s %12s %12s %10s\n", "step", "phase", "window ms", "records busy", "counters busy",
-                "SM active", "samples");
+    std::printf("   %-5s %-10s %12s %12s %12s %12s %10s\n", "step", "phase", "window ms", "records busy",
+                "counters busy", "SM active", "samples");
     for (const auto& s : r.steps) {
       if (!s.gpu) continue;
       for (const auto& p : s.gpu->phases) {
@@ -406,16 +427,19 @@ int main(int argc, char** argv) {
         std::printf("   %-5d %-10s %12.3f %11.2f%% %11.2f%% %11.2f%% %10u\n", s.step, p.name,
                     f.window_ns >= 0 ? static_cast<double>(f.window_ns) / 1e6 : -1.0,
                     f.window_ns > 0 ? 100.0 * static_cast<double>(f.busy_ns) / static_cast<double>(f.window_ns) : -1.0,
-                    100.0 * traceml::busy_share(f.counters), 100.0 * traceml::sm_active_share(f.counters), f.counters.samples);
+                    100.0 * traceml::busy_share(f.counters), 100.0 * traceml::sm_active_share(f.counters),
+                    f.counters.samples);
       }
     }
     std::printf("   status: %s\n", r.summary.gpu_status.c_str());
     // The run's summary: the two sources side by side on the same recorded steps.
     for (const auto& p : r.summary.phases)
       if (p.counters)
-        std::printf("   %-10s counters busy %.2f%% on %zu sampled steps; on %zu recorded steps counters %.2f%% vs records %.2f%%\n",
-                    p.name.c_str(), 100.0 * p.counters->busy_share, p.counters->steps, p.counters->recorded_steps,
-                    100.0 * p.counters->recorded_counter_busy_share, 100.0 * p.counters->recorded_kernel_busy_share);
+        std::printf(
+            "   %-10s counters busy %.2f%% on %zu sampled steps; on %zu recorded steps counters %.2f%% vs records "
+            "%.2f%%\n",
+            p.name.c_str(), 100.0 * p.counters->busy_share, p.counters->steps, p.counters->recorded_steps,
+            100.0 * p.counters->recorded_counter_busy_share, 100.0 * p.counters->recorded_kernel_busy_share);
   }
   engine_time_per_kernel(burn, clock, so, tiny_kernels);
   launch_rate_beside_sampler(sampler, clock, launch_rounds);

@@ -121,10 +121,10 @@ struct mode {
   std::string name;
   int sample_every = 0;  // cupti modes: 1 = every step
   bool events = false, profiler = false;
-  double budget = 0;     // cupti@B: overhead budget (share)
-  bool memory = true;    // +nomemory
-  bool pm = false;       // +pm: hardware counters sampled besides
-  bool pm_alternate = false;  // +pmalt: the sampler on every other step
+  double budget = 0;             // cupti@B: overhead budget (share)
+  bool memory = true;            // +nomemory
+  bool pm = false;               // +pm: hardware counters sampled besides
+  bool pm_alternate = false;     // +pmalt: the sampler on every other step
   traceml::cupti_options cupti;  // variants: +nomarkers +noclock +noflush +nomemcpy +noevents
 };
 
@@ -148,13 +148,19 @@ mode parse_mode(std::string s) {
       m.pm_alternate = true;
       continue;
     }
-    if (v == "nomarkers") m.cupti.markers = false;
-    else if (v == "noclock") m.cupti.timestamp_callback = false;
-    else if (v == "noflush") m.cupti.flush_period_ms = 0;
-    else if (v == "nomemcpy") m.cupti.memcpy = false;
-    else if (v == "noevents") m.cupti.phase_events = false;
-    else throw std::invalid_argument("unknown variant '+" + v +
-                                     "' (pm, pmalt, nomemory, nomarkers, noclock, noflush, nomemcpy, noevents)");
+    if (v == "nomarkers")
+      m.cupti.markers = false;
+    else if (v == "noclock")
+      m.cupti.timestamp_callback = false;
+    else if (v == "noflush")
+      m.cupti.flush_period_ms = 0;
+    else if (v == "nomemcpy")
+      m.cupti.memcpy = false;
+    else if (v == "noevents")
+      m.cupti.phase_events = false;
+    else
+      throw std::invalid_argument("unknown variant '+" + v +
+                                  "' (pm, pmalt, nomemory, nomarkers, noclock, noflush, nomemcpy, noevents)");
     if (s.rfind("cupti", 0) != 0) throw std::invalid_argument("variants apply to cupti modes only: " + m.name);
   }
   if (s == "off") return m;
@@ -182,11 +188,11 @@ mode parse_mode(std::string s) {
 
 /// What a mode measured over all its blocks.
 struct mode_result {
-  std::vector<double> counted;                 // every counted step, ms
-  std::vector<double> block_means;             // per round
-  std::vector<double> sampled, unsampled;      // cupti/N, cupti@B: counted steps by their report's kernels_measured
-  std::vector<double> hook_us;                 // the profiler's step begin + end work, per step
-  std::vector<double> alternate;               // +pmalt: a sampled step over the mean of its two neighbours
+  std::vector<double> counted;             // every counted step, ms
+  std::vector<double> block_means;         // per round
+  std::vector<double> sampled, unsampled;  // cupti/N, cupti@B: counted steps by their report's kernels_measured
+  std::vector<double> hook_us;             // the profiler's step begin + end work, per step
+  std::vector<double> alternate;           // +pmalt: a sampled step over the mean of its two neighbours
   // Per round, minus off's block of the same round: CPU time per step of the training thread and of
   // the whole process (LibTorch's threads and the profiler's background threads: the step worker,
   // the attribution worker, CUPTI's buffer thread, the counters' decoder).
@@ -226,17 +232,25 @@ int main(int argc, char** argv) {
   CLI::App app{"Profiling overhead on the Qwen3 LoRA trainer: alternating blocks of steps, paired ratios to untraced."};
   app.add_option("--preset", preset, "model preset (default: qwen3-1.7b on a GPU, tiny on the CPU)");
   app.add_option("--schedules", schedules, "comma-separated MxA schedules")->capture_default_str();
-  app.add_option("--modes", mode_names, "comma-separated: off, cpu, events, cupti, cupti/N, cupti@B, with +variants (off is always measured)")
+  app.add_option("--modes", mode_names,
+                 "comma-separated: off, cpu, events, cupti, cupti/N, cupti@B, with +variants (off is always measured)")
       ->delimiter(',')
       ->capture_default_str();
-  app.add_option("--rounds", rounds, "rounds; each runs one block per mode")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--block", block, "steps per block, the first not counted (default: largest N of cupti/N, plus 1, at least 4)")
+  app.add_option("--rounds", rounds, "rounds; each runs one block per mode")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--block", block,
+                 "steps per block, the first not counted (default: largest N of cupti/N, plus 1, at least 4)")
       ->check(CLI::Range(2, 100000));
-  app.add_option("--budget-block", budget_block, "steps per block of cupti@B modes")->check(CLI::Range(2, 100000))->capture_default_str();
+  app.add_option("--budget-block", budget_block, "steps per block of cupti@B modes")
+      ->check(CLI::Range(2, 100000))
+      ->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps per schedule before the first round")->capture_default_str();
   app.add_option("--seq-len", seq_len, "tokens per example (default: 512 on a GPU, 64 on the CPU)");
-  app.add_option("--device", device_name, "cuda | cpu (default: cuda when available)")->check(CLI::IsMember({"cuda", "cpu"}));
-  app.add_flag("--checkpointing,!--no-checkpointing", checkpointing, "activation checkpointing (default on, as the experiment)");
+  app.add_option("--device", device_name, "cuda | cpu (default: cuda when available)")
+      ->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_flag("--checkpointing,!--no-checkpointing", checkpointing,
+               "activation checkpointing (default on, as the experiment)");
   app.add_flag("--cuda-graphs", cuda_graphs, "replay forward and backward from CUDA graphs (LibTorch 2.x with CUDA)");
   app.add_option("--seed", seed, "seed for weights and synthetic data")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -251,21 +265,24 @@ int main(int argc, char** argv) {
     }
     if (block == 0) block = std::max(4, largest_n + 1);
     const bool cuda = device_name.empty() ? torch::cuda::is_available() : device_name == "cuda";
-    if (cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
+    if (cuda && !torch::cuda::is_available())
+      throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
     const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
     if (preset.empty()) preset = cuda ? "qwen3-1.7b" : "tiny";
     if (seq_len == 0) seq_len = cuda ? 512 : 64;
     const auto dtype = cuda ? torch::kBFloat16 : torch::kFloat32;
     const auto cfg = qwen3::preset(preset);
     qwen3::synthetic_tokens data(cfg.vocab_size, seq_len, seed);
-    std::printf("qwen3_overhead: %s, %s, seq %lld, checkpointing %s, CUDA graphs %s, %s; %d rounds x %d steps per "
-                "mode (first of each block not counted)\n",
-                preset.c_str(), cuda ? "bf16" : "fp32", static_cast<long long>(seq_len), checkpointing ? "on" : "off",
-                cuda_graphs ? "on" : "off", cuda ? "cuda" : "cpu", rounds, block);
+    std::printf(
+        "qwen3_overhead: %s, %s, seq %lld, checkpointing %s, CUDA graphs %s, %s; %d rounds x %d steps per "
+        "mode (first of each block not counted)\n",
+        preset.c_str(), cuda ? "bf16" : "fp32", static_cast<long long>(seq_len), checkpointing ? "on" : "off",
+        cuda_graphs ? "on" : "off", cuda ? "cuda" : "cpu", rounds, block);
 
     for (const auto& sched : qwen3::parse_schedules(schedules)) {
       torch::manual_seed(seed);
-      auto model = qwen3::make_model(cfg, qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(checkpointing));
+      auto model = qwen3::make_model(
+          cfg, qwen3::model_options().dtype(dtype).device(device).gradient_checkpointing(checkpointing));
       qwen3::adamw opt(qwen3::apply_lora(*model, qwen3::lora_options{}));
       std::unique_ptr<qwen3::graphed_microbatch> graphs;
       if (cuda_graphs) {
@@ -329,8 +346,10 @@ int main(int argc, char** argv) {
               eo.memory = traceml::libtorch::caching_allocator_sampler();
               if (!md.memory) eo.memory = nullptr;
               auto src = cuda ? std::make_unique<traceml::cuda_events_source>(eo) : nullptr;
-              if (!src || !src->ok()) out.unavailable = src ? src->status() : "no CUDA device";
-              else prof->set_gpu_source(with_counters(md, std::move(src), out));
+              if (!src || !src->ok())
+                out.unavailable = src ? src->status() : "no CUDA device";
+              else
+                prof->set_gpu_source(with_counters(md, std::move(src), out));
             } else if (md.sample_every > 0) {
               traceml::cupti_options co = md.cupti;
               co.sample_every = md.sample_every;
@@ -360,7 +379,8 @@ int main(int argc, char** argv) {
             out.switch_ns += cupti->record_switch_ns();
           }
           for (std::size_t i = 1; i < clock.ends.size() && i < after.ends.size() && i < after.begins.size(); ++i)
-            out.hook_us.push_back(static_cast<double>((after.begins[i] - clock.begins[i]) + (clock.ends[i] - after.ends[i])) / 1e3);
+            out.hook_us.push_back(
+                static_cast<double>((after.begins[i] - clock.begins[i]) + (clock.ends[i] - after.ends[i])) / 1e3);
           const auto ms = clock.steps_ms();
           std::vector<double> counted(ms.begin() + 1, ms.end());
           if (toggle) {  // each sampled step against its unsampled neighbours (the first step not counted)
@@ -416,9 +436,10 @@ int main(int argc, char** argv) {
 
       const double off_ms = mean(res["off"].counted);
       const bool accumulating = sched.accumulation > 1;
-      std::printf("\nschedule %s (micro-batch x accumulation): off %.3f ms/step (mean of %zu steps; first round, before "
-                  "any profiling: %.3f ms)\n",
-                  sched.name().c_str(), off_ms, res["off"].counted.size(), mean(off_first_round));
+      std::printf(
+          "\nschedule %s (micro-batch x accumulation): off %.3f ms/step (mean of %zu steps; first round, before "
+          "any profiling: %.3f ms)\n",
+          sched.name().c_str(), off_ms, res["off"].counted.size(), mean(off_first_round));
       std::printf("  %-9s %10s  %-28s %-26s %s\n", "mode", "mean step", "ratio to off (median, rounds)",
                   "interval for the median", "budget");
       for (const auto& md : modes) {
@@ -431,27 +452,32 @@ int main(int argc, char** argv) {
         const double ratio = median(m.block_means);
         const auto ci = median_interval(m.block_means);
         const double budget = md.sample_every > 0 ? (accumulating ? 0.03 : 0.01) : 0.003;
-        const char* verdict = ci.hi <= 1.0 + budget ? "within" : ci.lo > 1.0 + budget ? "OVER" : "not resolved by this run";
+        const char* verdict = ci.hi <= 1.0 + budget  ? "within"
+                              : ci.lo > 1.0 + budget ? "OVER"
+                                                     : "not resolved by this run";
         std::printf("  %-9s %7.3f ms  %.4f (%+6.2f%%) n=%-3zu         [%.4f, %.4f] (%2.0f%%)     +%.1f%%: %s\n",
                     md.name.c_str(), mean(m.counted), ratio, 100.0 * (ratio - 1.0), m.block_means.size(), ci.lo, ci.hi,
                     100.0 * ci.coverage, 100.0 * budget, verdict);
-        std::printf("  %-9s   profiler work at step begin and end on the training thread: %.1f us per step (%.3f%% of off)\n",
-                    "", mean(m.hook_us), 100.0 * mean(m.hook_us) / 1e3 / off_ms);
+        std::printf(
+            "  %-9s   profiler work at step begin and end on the training thread: %.1f us per step (%.3f%% of off)\n",
+            "", mean(m.hook_us), 100.0 * mean(m.hook_us) / 1e3 / off_ms);
         if (!m.thread_us_added.empty()) {
           const auto ti = median_interval(m.thread_us_added), pi = median_interval(m.process_us_added);
           const double t = median(m.thread_us_added), p = median(m.process_us_added);
-          std::printf("  %-9s   CPU time per step against off's block of the round (median [interval]): training thread "
-                      "%+.1f us [%+.1f, %+.1f] (%+.3f%% of off's step), whole process %+.1f us [%+.1f, %+.1f] (%.2f%% of "
-                      "one core)\n",
-                      "", t, ti.lo, ti.hi, 100.0 * t / 1e3 / off_ms, p, pi.lo, pi.hi, 100.0 * p / 1e3 / off_ms);
+          std::printf(
+              "  %-9s   CPU time per step against off's block of the round (median [interval]): training thread "
+              "%+.1f us [%+.1f, %+.1f] (%+.3f%% of off's step), whole process %+.1f us [%+.1f, %+.1f] (%.2f%% of "
+              "one core)\n",
+              "", t, ti.lo, ti.hi, 100.0 * t / 1e3 / off_ms, p, pi.lo, pi.hi, 100.0 * p / 1e3 / off_ms);
         }
         if ((md.sample_every > 1 || md.budget > 0) && !m.sampled.empty())
-          std::printf("  %-9s   %llu of %llu steps recorded: %.3f ms (%+.2f%% vs off), the others %.3f ms (%+.2f%%); %llu "
-                      "switches, %.3f ms each on the training thread\n",
-                      "", static_cast<unsigned long long>(m.recorded_steps), static_cast<unsigned long long>(m.steps),
-                      mean(m.sampled), 100.0 * (mean(m.sampled) / off_ms - 1.0), mean(m.unsampled),
-                      100.0 * (mean(m.unsampled) / off_ms - 1.0), static_cast<unsigned long long>(m.switches),
-                      m.switches ? static_cast<double>(m.switch_ns) / 1e6 / static_cast<double>(m.switches) : 0.0);
+          std::printf(
+              "  %-9s   %llu of %llu steps recorded: %.3f ms (%+.2f%% vs off), the others %.3f ms (%+.2f%%); %llu "
+              "switches, %.3f ms each on the training thread\n",
+              "", static_cast<unsigned long long>(m.recorded_steps), static_cast<unsigned long long>(m.steps),
+              mean(m.sampled), 100.0 * (mean(m.sampled) / off_ms - 1.0), mean(m.unsampled),
+              100.0 * (mean(m.unsampled) / off_ms - 1.0), static_cast<unsigned long long>(m.switches),
+              m.switches ? static_cast<double>(m.switch_ns) / 1e6 / static_cast<double>(m.switches) : 0.0);
         if ((md.sample_every > 1 || md.budget > 0) && !m.unsampled.empty())
           // Within its own blocks: unrecorded steps run as untraced ones, so they are a baseline
           // free of block-to-block drift (which long blocks of a CPU-bound loop show).
@@ -461,27 +487,32 @@ int main(int argc, char** argv) {
           std::printf("  %-9s   GPU time of the step measured on %llu of %llu steps\n", "",
                       static_cast<unsigned long long>(m.timed_steps), static_cast<unsigned long long>(m.steps));
         if (md.sample_every > 0)
-          std::printf("  %-9s   %.0f kernels per recorded step, %.4f%% attributed to a phase, %llu records dropped\n", "",
-                      m.gpu_steps ? static_cast<double>(m.kernels) / static_cast<double>(m.gpu_steps) : 0.0,
+          std::printf("  %-9s   %.0f kernels per recorded step, %.4f%% attributed to a phase, %llu records dropped\n",
+                      "", m.gpu_steps ? static_cast<double>(m.kernels) / static_cast<double>(m.gpu_steps) : 0.0,
                       m.kernels ? 100.0 * static_cast<double>(m.attributed) / static_cast<double>(m.kernels) : 0.0,
                       static_cast<unsigned long long>(m.dropped));
         if (md.pm_alternate && !m.alternate.empty()) {
           const auto ai = median_interval(m.alternate);
           const double r = median(m.alternate);
-          std::printf("  %-9s   sampler on every other step, against its two neighbours: %.4f (%+.2f%%) [%.4f, %.4f] "
-                      "(%2.0f%%), n=%zu sampled steps; status: %s\n",
-                      "", r, 100.0 * (r - 1.0), ai.lo, ai.hi, 100.0 * ai.coverage, m.alternate.size(),
-                      traceml::process_pm_sampler().status().c_str());
+          std::printf(
+              "  %-9s   sampler on every other step, against its two neighbours: %.4f (%+.2f%%) [%.4f, %.4f] "
+              "(%2.0f%%), n=%zu sampled steps; status: %s\n",
+              "", r, 100.0 * (r - 1.0), ai.lo, ai.hi, 100.0 * ai.coverage, m.alternate.size(),
+              traceml::process_pm_sampler().status().c_str());
           // With the source's own work per step (placing the samples), from +pm's hooks against the base's.
           const auto pm_it = res.find(md.name.substr(0, md.name.rfind("+pmalt")) + "+pm");
           const auto base_it = res.find(md.name.substr(0, md.name.rfind("+pmalt")));
-          if (pm_it != res.end() && base_it != res.end() && !pm_it->second.hook_us.empty() && !base_it->second.hook_us.empty()) {
+          if (pm_it != res.end() && base_it != res.end() && !pm_it->second.hook_us.empty() &&
+              !base_it->second.hook_us.empty()) {
             const double hook = (mean(pm_it->second.hook_us) - mean(base_it->second.hook_us)) / 1e3 / off_ms;
-            std::printf("  %-9s   + the source's step work (%s hooks against %s): %+.3f%%; counters in all: %+.2f%% [%+.2f, "
-                        "%+.2f], +0.3%%: %s\n",
-                        "", pm_it->first.c_str(), base_it->first.c_str(), 100.0 * hook, 100.0 * (r - 1.0 + hook),
-                        100.0 * (ai.lo - 1.0 + hook), 100.0 * (ai.hi - 1.0 + hook),
-                        ai.hi - 1.0 + hook <= 0.003 ? "within" : ai.lo - 1.0 + hook > 0.003 ? "OVER" : "not resolved by this run");
+            std::printf(
+                "  %-9s   + the source's step work (%s hooks against %s): %+.3f%%; counters in all: %+.2f%% [%+.2f, "
+                "%+.2f], +0.3%%: %s\n",
+                "", pm_it->first.c_str(), base_it->first.c_str(), 100.0 * hook, 100.0 * (r - 1.0 + hook),
+                100.0 * (ai.lo - 1.0 + hook), 100.0 * (ai.hi - 1.0 + hook),
+                ai.hi - 1.0 + hook <= 0.003  ? "within"
+                : ai.lo - 1.0 + hook > 0.003 ? "OVER"
+                                             : "not resolved by this run");
           }
         }
         if (md.pm) {
@@ -495,13 +526,16 @@ int main(int argc, char** argv) {
           if (md.name.size() > 3 && md.name.compare(md.name.size() - 3, 3, "+pm") == 0 && b.unavailable.empty() &&
               b.block_means.size() == m.block_means.size() && !m.block_means.empty()) {
             std::vector<double> on_top;
-            for (std::size_t i = 0; i < m.block_means.size(); ++i) on_top.push_back(m.block_means[i] / b.block_means[i]);
+            for (std::size_t i = 0; i < m.block_means.size(); ++i)
+              on_top.push_back(m.block_means[i] / b.block_means[i]);
             const double r = median(on_top);
             const auto bi = median_interval(on_top);
             const double pm_budget = 0.003;
             std::printf("  %-9s   counters on top of %s: %.4f (%+.2f%%) [%.4f, %.4f] (%2.0f%%), +%.1f%%: %s\n", "",
                         base.c_str(), r, 100.0 * (r - 1.0), bi.lo, bi.hi, 100.0 * bi.coverage, 100.0 * pm_budget,
-                        bi.hi <= 1.0 + pm_budget ? "within" : bi.lo > 1.0 + pm_budget ? "OVER" : "not resolved by this run");
+                        bi.hi <= 1.0 + pm_budget  ? "within"
+                        : bi.lo > 1.0 + pm_budget ? "OVER"
+                                                  : "not resolved by this run");
           }
           for (const auto& [phase, a] : m.agreement)
             std::printf("  %-9s   %-12s busy from kernel records %6.2f%%, from counters %6.2f%% (%+.2f points)\n", "",

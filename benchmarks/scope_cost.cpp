@@ -233,9 +233,7 @@ static void BM_phase_scope_gpu_hooks(benchmark::State& state) { phase_scope_with
 BENCHMARK(BM_phase_scope_gpu_hooks);
 
 // As above, with the hooks doing what the sources do on the CPU: a lock and the scope pairing.
-static void BM_phase_scope_gpu_pairing(benchmark::State& state) {
-  phase_scope_with_source<pairing_gpu_source>(state);
-}
+static void BM_phase_scope_gpu_pairing(benchmark::State& state) { phase_scope_with_source<pairing_gpu_source>(state); }
 BENCHMARK(BM_phase_scope_gpu_pairing);
 
 namespace {
@@ -261,7 +259,10 @@ class budget_reporter : public benchmark::ConsoleReporter {
     benchmark::ConsoleReporter::ReportRuns(runs);
     for (const auto& r : runs) {
       if (run_failed(r, 0)) continue;
-      const int rank = r.run_type == Run::RT_Iteration ? 1 : r.aggregate_name == "mean" ? 2 : r.aggregate_name == "median" ? 3 : 0;
+      const int rank = r.run_type == Run::RT_Iteration ? 1
+                       : r.aggregate_name == "mean"    ? 2
+                       : r.aggregate_name == "median"  ? 3
+                                                       : 0;
       if (rank == 0) continue;
       auto& slot = ns_[r.run_name.function_name];
       if (rank >= slot.first) slot = {rank, r.GetAdjustedCPUTime() * to_ns(r.time_unit)};
@@ -278,12 +279,14 @@ class budget_reporter : public benchmark::ConsoleReporter {
       return;
     }
     if (clock > 0)
-      std::printf("  two clock reads (now_ns, %s): %.1f ns\n", traceml::clock_uses_tsc() ? "rdtsc" : "steady_clock", clock);
+      std::printf("  two clock reads (now_ns, %s): %.1f ns\n", traceml::clock_uses_tsc() ? "rdtsc" : "steady_clock",
+                  clock);
     if (clock > 0 && scope > 0)
       std::printf("  phase scope: %.1f ns = clock reads + %.1f ns beyond them (goal <= 10 ns beyond)%s\n", scope,
                   scope - clock, scope - clock <= 10 ? "" : "  [over the goal]");
     if (callback > 0)
-      std::printf("  callback begin/end pair: %.1f ns (budget <= 60 ns)%s\n", callback, callback <= 60 ? "" : "  [over budget]");
+      std::printf("  callback begin/end pair: %.1f ns (budget <= 60 ns)%s\n", callback,
+                  callback <= 60 ? "" : "  [over budget]");
     if (gpu > 0)
       std::printf("  phase scope with GPU hooks (fake source, CPU side): %.1f ns (budget <= 1000 ns)%s\n", gpu,
                   gpu <= 1000 ? "" : "  [over budget]");

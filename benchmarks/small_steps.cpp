@@ -241,7 +241,8 @@ std::vector<mode> all_modes() {
                gpu_part::cupti, true, false});
   m.push_back({"cupti", "+ boundary markers (CUPTI as make_best_gpu_source makes it)", true, true, true, false,
                gpu_part::cupti, true, true});
-  m.push_back({"counters", "+ hardware counters (PM sampling)", true, true, true, false, gpu_part::cupti, true, true, true});
+  m.push_back(
+      {"counters", "+ hardware counters (PM sampling)", true, true, true, false, gpu_part::cupti, true, true, true});
   m.push_back({"defaults", "what TRACEML_OUT gives: all four outputs, make_best_gpu_source, torch stream+memory", true,
                true, true, true, gpu_part::best, true, true, true});
   return m;
@@ -280,11 +281,13 @@ block_setup make_block(const mode& m, const std::string& base, bool cuda, const 
     }
     src = traceml::make_best_gpu_source(g);
     if (!m.defaults) {
-      const std::string want = std::string(m.gpu == gpu_part::events ? "cuda-events" : "cupti") + (m.counters ? "+pm" : "");
+      const std::string want =
+          std::string(m.gpu == gpu_part::events ? "cuda-events" : "cupti") + (m.counters ? "+pm" : "");
       if (!src) {
         b.unavailable = "no GPU source could be made (said above)";
       } else if (want != src->name()) {
-        b.unavailable = std::string("make_best_gpu_source made '") + src->name() + "', not '" + want + "': " + src->status();
+        b.unavailable =
+            std::string("make_best_gpu_source made '") + src->name() + "', not '" + want + "': " + src->status();
       } else if (auto* pm = dynamic_cast<traceml::pm_sampling_source*>(src.get()); pm && !pm->sampling()) {
         b.unavailable = "hardware counters unavailable: " + pm->why();
       }
@@ -342,8 +345,11 @@ struct mode_result {
   std::vector<std::string> failed_outputs;
   std::uint64_t timed_steps = 0, recorded_steps = 0, counter_steps = 0, gpu_timed_steps = 0;
   explicit mode_result(int rounds)
-      : step_ms(rounds, std::nan("")), thread_cpu_us(rounds, std::nan("")), process_cpu_us(rounds, std::nan("")),
-        startup_ms(rounds, std::nan("")), finish_ms(rounds, std::nan("")) {}
+      : step_ms(rounds, std::nan("")),
+        thread_cpu_us(rounds, std::nan("")),
+        process_cpu_us(rounds, std::nan("")),
+        startup_ms(rounds, std::nan("")),
+        finish_ms(rounds, std::nan("")) {}
 };
 
 /// Paired per-round figures of `a` against `b` (both ran in the round): f(a, b).
@@ -371,26 +377,37 @@ int main(int argc, char** argv) {
   std::vector<std::string> mode_names;
   for (const auto& m : all_modes()) mode_names.push_back(m.name);
 
-  CLI::App app{"traceml's cost on a training loop of short steps (LibTorch's MNIST CNN), part by part: blocks of "
-               "steps per mode, interleaved and rotated, paired ratios to the loop without a profiler."};
-  app.add_option("--rounds", rounds, "rounds; each runs one block per mode")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--max-seconds", max_seconds, "start no round after this many seconds (0: no limit); the figures "
-                                               "rest on the rounds that ran")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--steps", steps, "timed steps per block")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--warmup", warmup, "untimed steps per block, after its profiler started")->check(CLI::NonNegativeNumber)
+  CLI::App app{
+      "traceml's cost on a training loop of short steps (LibTorch's MNIST CNN), part by part: blocks of "
+      "steps per mode, interleaved and rotated, paired ratios to the loop without a profiler."};
+  app.add_option("--rounds", rounds, "rounds; each runs one block per mode")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--modes", mode_names, "comma-separated, from: plain, scopes, core, jsonl, events, memory, "
-                                        "cupti-nomarkers, cupti, counters, defaults (plain is always measured)")
+  app.add_option("--max-seconds", max_seconds,
+                 "start no round after this many seconds (0: no limit); the figures "
+                 "rest on the rounds that ran")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--steps", steps, "timed steps per block")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed steps per block, after its profiler started")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--modes", mode_names,
+                 "comma-separated, from: plain, scopes, core, jsonl, events, memory, "
+                 "cupti-nomarkers, cupti, counters, defaults (plain is always measured)")
       ->delimiter(',')
       ->capture_default_str();
-  app.add_option("--batch", batch, "examples per step (fewer make CPU steps short)")->check(CLI::PositiveNumber)
+  app.add_option("--batch", batch, "examples per step (fewer make CPU steps short)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--dataset-size", dataset_size, "examples in the synthetic dataset (one epoch)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--out", out_dir, "folder for the defaults' outputs, kept (default: a scratch folder, removed at "
-                                   "the end, as every other mode's JSONL)");
-  app.add_option("--device", device_name, "cuda | cpu (default: cuda when available)")->check(CLI::IsMember({"cuda", "cpu"}));
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--out", out_dir,
+                 "folder for the defaults' outputs, kept (default: a scratch folder, removed at "
+                 "the end, as every other mode's JSONL)");
+  app.add_option("--device", device_name, "cuda | cpu (default: cuda when available)")
+      ->check(CLI::IsMember({"cuda", "cpu"}));
   app.add_option("--threads", threads, "LibTorch intra-op threads (0: LibTorch's default)")->capture_default_str();
   app.add_option("--counter-interval-us", counters.interval_us,
                  "hardware counters' sampling interval for the counters and defaults modes (0: the default, "
@@ -419,7 +436,8 @@ int main(int argc, char** argv) {
     if (batch > dataset_size) throw std::invalid_argument("--batch is larger than --dataset-size");
 
     const bool cuda = device_name.empty() ? torch::cuda::is_available() : device_name == "cuda";
-    if (cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
+    if (cuda && !torch::cuda::is_available())
+      throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
     if (threads > 0) torch::set_num_threads(threads);
     const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
 
@@ -441,19 +459,21 @@ int main(int argc, char** argv) {
     if (::mkdir(scratch.c_str(), 0755) != 0) throw std::runtime_error("cannot create " + scratch);
     if (!out_dir.empty()) fs::create_directories(out_dir);
 
-    std::printf("small_steps: LibTorch's MNIST CNN, batch %lld, %s (%d intra-op threads), synthetic 1x28x28 data through "
-                "torch::data (%lld examples, SequentialSampler, 0 workers, Stack<>)\n"
-                "  %d rounds x %zu modes, a block = %d warm-up + %d timed steps, the order rotated every round%s\n",
-                static_cast<long long>(batch), cuda ? "cuda" : "cpu", torch::get_num_threads(),
-                static_cast<long long>(dataset_size), rounds, modes.size(), warmup, steps,
-                SMALL_STEPS_WITH_CUPTI ? "" : "; built without traceml::cupti: no GPU source");
+    std::printf(
+        "small_steps: LibTorch's MNIST CNN, batch %lld, %s (%d intra-op threads), synthetic 1x28x28 data through "
+        "torch::data (%lld examples, SequentialSampler, 0 workers, Stack<>)\n"
+        "  %d rounds x %zu modes, a block = %d warm-up + %d timed steps, the order rotated every round%s\n",
+        static_cast<long long>(batch), cuda ? "cuda" : "cpu", torch::get_num_threads(),
+        static_cast<long long>(dataset_size), rounds, modes.size(), warmup, steps,
+        SMALL_STEPS_WITH_CUPTI ? "" : "; built without traceml::cupti: no GPU source");
     std::map<std::string, mode_result> res;
     for (const auto& m : modes) {
       res.emplace(m.name, mode_result(rounds));
       if (m.gpu != gpu_part::none && !m.defaults && !cuda)
         res.at(m.name).unavailable = "skipped: no CUDA device (the GPU parts need one)";
     }
-    if (!cuda && std::any_of(modes.begin(), modes.end(), [](const mode& m) { return m.gpu != gpu_part::none && !m.defaults; }))
+    if (!cuda &&
+        std::any_of(modes.begin(), modes.end(), [](const mode& m) { return m.gpu != gpu_part::none && !m.defaults; }))
       std::printf("  no CUDA device: the GPU modes are skipped; defaults runs with every output and no GPU source\n");
     std::fflush(stdout);
 
@@ -466,12 +486,13 @@ int main(int argc, char** argv) {
     const std::size_t n = modes.size();
     const auto began = std::chrono::steady_clock::now();
     for (int r = 0; r < rounds; ++r) {
-      if (max_seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() > max_seconds) {
+      if (max_seconds > 0 &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() > max_seconds) {
         std::printf("  --max-seconds %g: %d of %d rounds ran\n", max_seconds, r, rounds);
         rounds = r;
         for (auto& kv : res)
-          for (auto* v : {&kv.second.step_ms, &kv.second.thread_cpu_us, &kv.second.process_cpu_us, &kv.second.startup_ms,
-                          &kv.second.finish_ms})
+          for (auto* v : {&kv.second.step_ms, &kv.second.thread_cpu_us, &kv.second.process_cpu_us,
+                          &kv.second.startup_ms, &kv.second.finish_ms})
             v->resize(static_cast<std::size_t>(r));
         break;
       }
@@ -536,8 +557,9 @@ int main(int argc, char** argv) {
     // ---- the table -------------------------------------------------------------------------------
     const auto& plain = res.at("plain");
     const double plain_ms = median(plain.step_ms);
-    std::printf("\nStep time per mode (median over rounds of each block's mean step; ratio = block / plain block of the "
-                "same round, median over rounds and its interval; +us = (ratio - 1) x plain's step)\n");
+    std::printf(
+        "\nStep time per mode (median over rounds of each block's mean step; ratio = block / plain block of the "
+        "same round, median over rounds and its interval; +us = (ratio - 1) x plain's step)\n");
     std::printf("  %-16s %9s  %-34s %-26s %s\n", "mode", "step ms", "ratio to plain [interval] (cover)",
                 "+us per step [interval]", "+us over the previous mode [interval]");
     const mode* previous = nullptr;
@@ -557,21 +579,23 @@ int main(int argc, char** argv) {
       const auto ci = traceml_bench::median_interval(ratios);
       char prev_text[160] = "";
       if (previous && previous->name != "plain") {
-        const auto diffs = paired(mr.step_ms, res.at(previous->name).step_ms, [](double a, double b) { return (a - b) * 1e3; });
+        const auto diffs =
+            paired(mr.step_ms, res.at(previous->name).step_ms, [](double a, double b) { return (a - b) * 1e3; });
         const auto di = traceml_bench::median_interval(diffs);
         std::snprintf(prev_text, sizeof prev_text, "%+8.1f [%+.1f, %+.1f] over %s", median(diffs), di.lo, di.hi,
                       previous->name.c_str());
       }
       char added[64];
-      std::snprintf(added, sizeof added, "%+8.1f [%+.1f, %+.1f]", (ratio - 1) * plain_ms * 1e3, (ci.lo - 1) * plain_ms * 1e3,
-                    (ci.hi - 1) * plain_ms * 1e3);
+      std::snprintf(added, sizeof added, "%+8.1f [%+.1f, %+.1f]", (ratio - 1) * plain_ms * 1e3,
+                    (ci.lo - 1) * plain_ms * 1e3, (ci.hi - 1) * plain_ms * 1e3);
       std::printf("  %-16s %9.4f  %.4f [%.4f, %.4f] (%2.0f%%)   %-26s %s\n", m.name.c_str(), median(mr.step_ms), ratio,
                   ci.lo, ci.hi, 100.0 * ci.coverage, added, prev_text);
       previous = &m;
     }
 
-    std::printf("\nCPU time per timed step: the median over rounds, and the added time against plain's block of the same "
-                "round (median of the paired differences [interval]); each block's start-up and finish\n");
+    std::printf(
+        "\nCPU time per timed step: the median over rounds, and the added time against plain's block of the same "
+        "round (median of the paired differences [interval]); each block's start-up and finish\n");
     std::printf("  %-16s %-33s %-33s %-18s %s\n", "mode", "training thread us (+ vs plain)", "process us (+ vs plain)",
                 "start-up ms (max)", "finish ms (max)");
     auto added_cpu = [](const std::vector<double>& mode_us, const std::vector<double>& plain_us) {
@@ -593,7 +617,8 @@ int main(int argc, char** argv) {
         std::snprintf(startup, sizeof startup, "%6.1f (%.1f)", median(mr.startup_ms), max_of(mr.startup_ms));
         std::snprintf(finish, sizeof finish, "%6.1f (%.1f)", median(mr.finish_ms), max_of(mr.finish_ms));
       }
-      std::printf("  %-16s %-33s %-33s %-18s %s\n", m.name.c_str(), added_cpu(mr.thread_cpu_us, plain.thread_cpu_us).c_str(),
+      std::printf("  %-16s %-33s %-33s %-18s %s\n", m.name.c_str(),
+                  added_cpu(mr.thread_cpu_us, plain.thread_cpu_us).c_str(),
                   added_cpu(mr.process_cpu_us, plain.process_cpu_us).c_str(), startup, finish);
     }
 
@@ -601,13 +626,16 @@ int main(int argc, char** argv) {
     for (const auto& m : modes) {
       const auto& mr = res.at(m.name);
       std::printf("  %-16s %s\n", m.name.c_str(), m.what.c_str());
-      if (m.gpu != gpu_part::none && !mr.status.empty()) std::printf("  %-16s   GPU source: %s\n", "", mr.status.c_str());
+      if (m.gpu != gpu_part::none && !mr.status.empty())
+        std::printf("  %-16s   GPU source: %s\n", "", mr.status.c_str());
       if (cuda && m.gpu != gpu_part::none && mr.unavailable.empty() && mr.timed_steps)
-        std::printf("  %-16s   timed steps: %llu, GPU-timed %llu, with kernel records %llu, with hardware counters %llu\n",
-                    "", static_cast<unsigned long long>(mr.timed_steps), static_cast<unsigned long long>(mr.gpu_timed_steps),
-                    static_cast<unsigned long long>(mr.recorded_steps), static_cast<unsigned long long>(mr.counter_steps));
+        std::printf(
+            "  %-16s   timed steps: %llu, GPU-timed %llu, with kernel records %llu, with hardware counters %llu\n", "",
+            static_cast<unsigned long long>(mr.timed_steps), static_cast<unsigned long long>(mr.gpu_timed_steps),
+            static_cast<unsigned long long>(mr.recorded_steps), static_cast<unsigned long long>(mr.counter_steps));
       if (!mr.failed_outputs.empty())
-        std::printf("  %-16s   %zu outputs failed, the first: %s\n", "", mr.failed_outputs.size(), mr.failed_outputs[0].c_str());
+        std::printf("  %-16s   %zu outputs failed, the first: %s\n", "", mr.failed_outputs.size(),
+                    mr.failed_outputs[0].c_str());
     }
 
     // ---- budgets ---------------------------------------------------------------------------------
@@ -621,8 +649,13 @@ int main(int argc, char** argv) {
                    fi_max = max_of(mr.finish_ms);
       std::printf("  %-16s start-up %.1f ms (max %.1f) <= %.0f ms%s: %s; finish %.1f ms (max %.1f) <= 500 ms: %s\n",
                   m.name.c_str(), su, su_max, start_budget, with_counters ? " (counters)" : "",
-                  su_max <= start_budget ? "within" : su <= start_budget ? "within at the median, not in every block" : "OVER",
-                  fi, fi_max, fi_max <= 500 ? "within" : fi <= 500 ? "within at the median, not in every block" : "OVER");
+                  su_max <= start_budget ? "within"
+                  : su <= start_budget   ? "within at the median, not in every block"
+                                         : "OVER",
+                  fi, fi_max,
+                  fi_max <= 500 ? "within"
+                  : fi <= 500   ? "within at the median, not in every block"
+                                : "OVER");
     }
     if (res.count("defaults") && res.at("defaults").unavailable.empty()) {
       const auto& d = res.at("defaults");
@@ -630,11 +663,12 @@ int main(int argc, char** argv) {
       const double ratio = median(ratios);
       const auto ci = traceml_bench::median_interval(ratios);
       // Fewer than 6 rounds cannot give a 95% interval (5 give the range, 94%): the verdict says so.
-      std::printf("  %-16s step time %+.2f%% [%+.2f, %+.2f] (%.0f%%) <= +1%%: %s%s (%s, plain step %.3f ms)\n", "defaults",
-                  100 * (ratio - 1), 100 * (ci.lo - 1), 100 * (ci.hi - 1), 100 * ci.coverage, verdict(ci.lo, ci.hi, 1.01),
-                  ci.coverage < 0.95 ? " (an interval of under 95%: more rounds)" : "", cuda ? "cuda" : "cpu", plain_ms);
-      std::printf("\ndefaults: %+.2f%% (interval %+.2f..%+.2f%%) per step %+.1f us\n", 100 * (ratio - 1), 100 * (ci.lo - 1),
-                  100 * (ci.hi - 1), (ratio - 1) * plain_ms * 1e3);
+      std::printf("  %-16s step time %+.2f%% [%+.2f, %+.2f] (%.0f%%) <= +1%%: %s%s (%s, plain step %.3f ms)\n",
+                  "defaults", 100 * (ratio - 1), 100 * (ci.lo - 1), 100 * (ci.hi - 1), 100 * ci.coverage,
+                  verdict(ci.lo, ci.hi, 1.01), ci.coverage < 0.95 ? " (an interval of under 95%: more rounds)" : "",
+                  cuda ? "cuda" : "cpu", plain_ms);
+      std::printf("\ndefaults: %+.2f%% (interval %+.2f..%+.2f%%) per step %+.1f us\n", 100 * (ratio - 1),
+                  100 * (ci.lo - 1), 100 * (ci.hi - 1), (ratio - 1) * plain_ms * 1e3);
     }
     std::fflush(stdout);
     if (!out_dir.empty()) std::printf("the defaults' outputs, one set per round: %s/small_steps_r*\n", out_dir.c_str());

@@ -60,14 +60,14 @@ inline const char* command_name(command c) {
 /// The arguments of a subcommand (those another one does not take are ignored).
 struct options {
   std::vector<std::string> files;
-  std::string json_path;                  ///< compare --json
-  std::string html_path;                  ///< html -o
-  std::string title = "traceml report";   ///< html --title
-  bool group_repeats = false;             ///< compare, html --group-repeats
-  bool gate = false;                      ///< compare --fail-if-slower given
-  std::string fail_if_slower;             ///< its PCT, as typed (checked by gate_tolerance)
-  int world_size = 0;                     ///< ranks --world-size (0: the number of files)
-  std::size_t warmup = 0;                 ///< ranks --warmup
+  std::string json_path;                 ///< compare --json
+  std::string html_path;                 ///< html -o
+  std::string title = "traceml report";  ///< html --title
+  bool group_repeats = false;            ///< compare, html --group-repeats
+  bool gate = false;                     ///< compare --fail-if-slower given
+  std::string fail_if_slower;            ///< its PCT, as typed (checked by gate_tolerance)
+  int world_size = 0;                    ///< ranks --world-size (0: the number of files)
+  std::size_t warmup = 0;                ///< ranks --warmup
 };
 
 /// An input problem: the one line to print, and the status 2.
@@ -245,7 +245,8 @@ inline int html(const options& o, std::ostream& /*out*/, std::ostream& err) {
   auto runs = detail::load(o.files);
   std::string explanation;
   if (runs.size() > 1) explanation = compare_runs(detail::columns(runs, o.files, o.group_repeats)).explanation;
-  const std::string report = html_report(detail::labelled_runs(std::move(runs), o.files, o.group_repeats), o.title, explanation);
+  const std::string report =
+      html_report(detail::labelled_runs(std::move(runs), o.files, o.group_repeats), o.title, explanation);
   return detail::write_file(o.html_path, report, err) ? exit_ok : exit_output;
 }
 
@@ -284,10 +285,12 @@ inline int ranks(const options& o, std::ostream& out, std::ostream& err) {
       throw input_error{files[i] + ": " + e.what()};
     }
     if (read.back().cut_line)
-      detail::print(err, "traceml: " + files[i] + ": its last line is cut (the rank stopped while writing it); left out\n");
+      detail::print(err,
+                    "traceml: " + files[i] + ": its last line is cut (the rank stopped while writing it); left out\n");
     if (read.back().steps.steps.empty())
-      throw input_error{files[i] + ": holds no step (an empty per-step file; a rank that recorded nothing is reported "
-                                   "missing when --world-size counts it)"};
+      throw input_error{files[i] +
+                        ": holds no step (an empty per-step file; a rank that recorded nothing is reported "
+                        "missing when --world-size counts it)"};
     if (i > 0) detail::check_same_run(read.front(), files.front(), read.back(), files[i]);
   }
   // The world size: given, else what the lines say, else one rank per file.
@@ -297,20 +300,20 @@ inline int ranks(const options& o, std::ostream& out, std::ostream& err) {
                       " says its run had " + std::to_string(said) + " ranks"};
   const int world_size = o.world_size != 0 ? o.world_size : said != 0 ? said : static_cast<int>(files.size());
   if (world_size < 1 || static_cast<std::size_t>(world_size) < files.size())
-    throw input_error{"ranks: " + std::to_string(files.size()) + " files for a world size of " + std::to_string(world_size) +
-                      " (one file per rank, rank 0 first)"};
+    throw input_error{"ranks: " + std::to_string(files.size()) + " files for a world size of " +
+                      std::to_string(world_size) + " (one file per rank, rank 0 first)"};
   std::vector<rank_steps> got;
   std::map<int, std::string> file_of_rank;  // files whose lines say their rank may come in any order
   for (std::size_t i = 0; i < files.size(); ++i) {
     {
       auto& r = read[i];
       if (r.steps.rank >= world_size)
-        throw input_error{files[i] + ": its lines say rank " + std::to_string(r.steps.rank) + ", beyond a world size of " +
-                          std::to_string(world_size)};
+        throw input_error{files[i] + ": its lines say rank " + std::to_string(r.steps.rank) +
+                          ", beyond a world size of " + std::to_string(world_size)};
       const auto [at, fresh] = file_of_rank.emplace(r.steps.rank, files[i]);
       if (!fresh)
-        throw input_error{"ranks: " + at->second + " and " + files[i] + " are both rank " + std::to_string(r.steps.rank) +
-                          (r.labelled ? " (as their lines say)" : "")};
+        throw input_error{"ranks: " + at->second + " and " + files[i] + " are both rank " +
+                          std::to_string(r.steps.rank) + (r.labelled ? " (as their lines say)" : "")};
       got.push_back(std::move(r.steps));
     }
   }

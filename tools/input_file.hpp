@@ -112,7 +112,8 @@ class input_file {
   void check(const struct stat& st) const {
     if (!S_ISREG(st.st_mode)) throw file_error(std::string("not a regular file (") + file_type_name(st.st_mode) + ")");
     if (static_cast<std::uint64_t>(st.st_size) > max_)
-      throw file_error("too large: " + std::to_string(st.st_size) + " bytes, over the " + mib_text(max_) + " limit for " + what_);
+      throw file_error("too large: " + std::to_string(st.st_size) + " bytes, over the " + mib_text(max_) +
+                       " limit for " + what_);
   }
   [[noreturn]] void fail_errno(const char* what) const { throw file_error(what + std::string(std::strerror(errno))); }
 
@@ -131,8 +132,10 @@ inline std::size_t too_deep_at(std::string_view text, std::size_t max_depth = ma
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;  // the escaped character, whatever it is
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;  // the escaped character, whatever it is
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {

@@ -115,7 +115,8 @@ inline rank_step parse_step_line(std::string_view text, int* rank = nullptr, ste
     if (top != p.end() && top->is_boolean() && !top->get<bool>()) continue;  // nested: inside a top-level one
     const auto ms = p.find("wall_ms");
     if (ms == p.end() || !plausible_ms(*ms))
-      throw steps_error("a communication phase's \"wall_ms\" is missing or not a number of milliseconds from 0 to 1e15");
+      throw steps_error(
+          "a communication phase's \"wall_ms\" is missing or not a number of milliseconds from 0 to 1e15");
     out.communication_ms += ms->get<double>();
   }
   return out;
@@ -151,7 +152,8 @@ class steps_parser {
         out_.labelled = true;
         out_.steps.rank = line_rank;
       } else if ((line_rank >= 0) != out_.labelled || (out_.labelled && line_rank != out_.steps.rank)) {
-        throw steps_error(line_rank < 0 ? "no \"rank\", where the lines before say rank " + std::to_string(out_.steps.rank)
+        throw steps_error(line_rank < 0
+                              ? "no \"rank\", where the lines before say rank " + std::to_string(out_.steps.rank)
                           : out_.labelled ? "rank " + std::to_string(line_rank) + ", where the lines before say rank " +
                                                 std::to_string(out_.steps.rank)
                                           : "rank " + std::to_string(line_rank) + ", where the lines before say none");
@@ -177,7 +179,8 @@ class steps_parser {
     const auto& steps = out_.steps.steps;
     std::vector<std::size_t> order(steps.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return steps[a].step < steps[b].step; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return steps[a].step < steps[b].step; });
     // The repeat on the earliest line, and the first line of its step (within a step, `order` keeps
     // the lines' order).
     std::size_t again = order.size(), first = 0;

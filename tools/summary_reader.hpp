@@ -61,8 +61,12 @@ inline const char* intern_name(const std::string& name) {
 }
 
 inline const char* type_name(const json& j) {
-  return j.is_null() ? "null" : j.is_boolean() ? "a boolean" : j.is_number() ? "a number" : j.is_string() ? "a string"
-                                                                : j.is_array() ? "an array" : "an object";
+  return j.is_null()      ? "null"
+         : j.is_boolean() ? "a boolean"
+         : j.is_number()  ? "a number"
+         : j.is_string()  ? "a string"
+         : j.is_array()   ? "an array"
+                          : "an object";
 }
 
 /// One JSON object being read, with the path that error messages name.
@@ -97,13 +101,15 @@ class object_reader {
   std::int64_t integer(const char* key) const {
     const json& v = get(key);
     if (!v.is_number_integer()) throw summary_error(at(key) + ": expected an integer, found " + type_name(v));
-    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    if (v.is_number_unsigned() &&
+        v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
       throw summary_error(at(key) + ": integer out of range");
     return v.get<std::int64_t>();
   }
   std::uint64_t count(const char* key) const {
     const json& v = get(key);
-    if (!v.is_number_unsigned()) throw summary_error(at(key) + ": expected a count (an integer >= 0), found " + type_name(v));
+    if (!v.is_number_unsigned())
+      throw summary_error(at(key) + ": expected a count (an integer >= 0), found " + type_name(v));
     return v.get<std::uint64_t>();
   }
   std::size_t size(const char* key) const { return static_cast<std::size_t>(count(key)); }
@@ -127,7 +133,8 @@ class object_reader {
   /// "runs[0].summary.step_ms.median: -5 is impossible for a time"); null reads as NaN.
   double time_ms(const char* key) const {
     const double v = number(key);
-    if (v < 0) throw summary_error(at(key) + ": " + get(key).dump() + " is impossible for a time (milliseconds, at least 0)");
+    if (v < 0)
+      throw summary_error(at(key) + ": " + get(key).dump() + " is impossible for a time (milliseconds, at least 0)");
     return v;
   }
   /// A share of a whole, in [0, 1] (the tables show it as 0..100%); null reads as NaN.
@@ -283,7 +290,8 @@ inline counter_summary read_counter_summary(const object_reader& r) {
   c.recorded_counter_busy_share = a.measured_share("counters_busy_share");
   c.recorded_kernel_busy_share = a.measured_share("kernel_records_busy_share");
   // Absent from summaries written before the records were modelled as counted: not modelled.
-  if (a.has("kernel_records_as_counted_share")) c.recorded_counted_share = a.measured_share("kernel_records_as_counted_share");
+  if (a.has("kernel_records_as_counted_share"))
+    c.recorded_counted_share = a.measured_share("kernel_records_as_counted_share");
   return c;
 }
 
@@ -333,7 +341,8 @@ inline phase_summary read_phase_summary(const object_reader& r, bool counter_fie
   p.name = r.text("name");
   p.top_level = r.flag("top_level");
   p.share = r.number("share");  // of the step's mean: over 1 for a phase of several threads at once
-  if (p.share < 0) throw summary_error(r.at("share") + ": " + r.get("share").dump() + " is impossible for a share (at least 0)");
+  if (p.share < 0)
+    throw summary_error(r.at("share") + ": " + r.get("share").dump() + " is impossible for a share (at least 0)");
   p.wall_ms = read_stats(r.object("wall_ms"));
   p.gpu_ms = read_optional_stats(r, "gpu_ms");
   if (r.has("kernels")) p.kernels = read_kernel_summary(r.object("kernels"));
@@ -377,8 +386,7 @@ inline outside_steps_summary read_outside_steps(const object_reader& o) {
   s.names_left_out = o.count("names_left_out");
   s.gaps = read_gap_figures(o.object("gaps"));
   s.epoch_gaps = read_gap_figures(o.object("epoch_gaps"));
-  if (s.epoch_gaps.count > s.gaps.count)
-    throw summary_error(o.at("epoch_gaps") + ": more epoch gaps than gaps");
+  if (s.epoch_gaps.count > s.gaps.count) throw summary_error(o.at("epoch_gaps") + ": more epoch gaps than gaps");
   s.epoch_marks = o.count("epoch_marks");
   s.steps_span_ms = o.time_ms("steps_span_ms");
   s.gap_share = o.share("gap_share");
@@ -447,7 +455,8 @@ inline run_result read_run(const object_reader& r, bool counter_fields) {
   const json& config = r.get("config");
   if (!config.is_object()) throw summary_error(r.at("config") + ": expected an object, found " + type_name(config));
   for (const auto& [key, value] : config.items()) {
-    if (!value.is_string()) throw summary_error(r.at("config") + "." + key + ": expected a string, found " + type_name(value));
+    if (!value.is_string())
+      throw summary_error(r.at("config") + "." + key + ": expected a string, found " + type_name(value));
     run.config.emplace_back(key, value.get<std::string>());
   }
   run.summary = read_run_summary(r.object("summary"), counter_fields);
@@ -458,8 +467,9 @@ inline run_result read_run(const object_reader& r, bool counter_fields) {
     if (b.has("memory_steps")) {  // steps with a memory sample, and their mean peak allocated bytes
       run.summary.timeline.back().memory_steps = static_cast<std::uint32_t>(b.count("memory_steps"));
       const double bytes = b.number("allocated_bytes");
-      if (!(bytes >= 0)) throw summary_error(b.at("allocated_bytes") + ": " + b.get("allocated_bytes").dump() +
-                                             " is impossible for a memory size (bytes, at least 0)");
+      if (!(bytes >= 0))
+        throw summary_error(b.at("allocated_bytes") + ": " + b.get("allocated_bytes").dump() +
+                            " is impossible for a memory size (bytes, at least 0)");
       run.summary.timeline.back().allocated_bytes = bytes;
     }
     if (b.has("untraced_steps")) {  // added within /3; without it, the verdicts read mean_ms
@@ -489,8 +499,9 @@ inline run_result read_run(const object_reader& r, bool counter_fields) {
 inline saved_summary parse_summary(const std::string& text) {
   if (const std::size_t at = too_deep_at(text); at != std::string::npos) {
     const std::size_t line_start = text.rfind('\n', at);  // npos + 1 == 0: the first line
-    throw summary_error(too_deep_text() + " (line " + std::to_string(1 + std::count(text.begin(), text.begin() + at, '\n')) +
-                        ", column " + std::to_string(at - (line_start + 1) + 1) + ")");
+    throw summary_error(too_deep_text() + " (line " +
+                        std::to_string(1 + std::count(text.begin(), text.begin() + at, '\n')) + ", column " +
+                        std::to_string(at - (line_start + 1) + 1) + ")");
   }
   detail::json doc;
   try {
@@ -503,13 +514,15 @@ inline saved_summary parse_summary(const std::string& text) {
     throw summary_error(tag_end == std::string::npos ? what : what.substr(tag_end + 2));
   }
   if (!doc.is_object() || !doc.contains("schema"))
-    throw summary_error(std::string("not a traceml summary (") +
-                        (doc.is_object() ? "no \"schema\" member" : std::string(detail::type_name(doc)) + ", not an object") +
-                        ", expected \"" + json_schema + "\")");
+    throw summary_error(
+        std::string("not a traceml summary (") +
+        (doc.is_object() ? "no \"schema\" member" : std::string(detail::type_name(doc)) + ", not an object") +
+        ", expected \"" + json_schema + "\")");
   const auto& schema = doc["schema"];
   const std::string schema_name = schema.is_string() ? schema.get<std::string>() : std::string();
   if (schema_name != json_schema && schema_name != detail::schema_without_counters)
-    throw summary_error(std::string("not a traceml summary (schema ") + schema.dump() + ", expected \"" + json_schema + "\")");
+    throw summary_error(std::string("not a traceml summary (schema ") + schema.dump() + ", expected \"" + json_schema +
+                        "\")");
   // Paths name a run by its index: "runs[1].summary.step_ms: missing \"median\"".
   const detail::object_reader top(doc, "");
   saved_summary out;

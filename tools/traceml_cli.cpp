@@ -69,7 +69,8 @@ int parse_and_run(int argc, char** argv) {
   show_cmd->add_option("files", o.files, "JSON summaries")->required();
 
   auto* compare_cmd = app.add_subcommand(
-      "compare", "the runs side by side, and why the slowest is slower than the fastest (or that the difference is noise)");
+      "compare",
+      "the runs side by side, and why the slowest is slower than the fastest (or that the difference is noise)");
   compare_cmd->add_option("files", o.files, "JSON summaries (every run in them is a column)")->required();
   compare_cmd->add_option("--json", o.json_path, "also write the comparison object (docs/json-schema.md) to this file");
   auto* group_compare = compare_cmd->add_flag("--group-repeats", o.group_repeats,
@@ -81,22 +82,28 @@ int parse_and_run(int argc, char** argv) {
                    "(one file, one run)")
       ->excludes(group_compare);
 
-  auto* html_cmd = app.add_subcommand("html", "write the HTML report of the runs (several: compared, with the explanation)");
+  auto* html_cmd =
+      app.add_subcommand("html", "write the HTML report of the runs (several: compared, with the explanation)");
   html_cmd->add_option("files", o.files, "JSON summaries")->required();
   html_cmd->add_option("-o,--output", o.html_path, "the HTML file to write")->required();
   html_cmd->add_option("--title", o.title, "the report's title")->capture_default_str();
-  html_cmd->add_flag("--group-repeats", o.group_repeats, "runs named NAME#1, NAME#2, ... are repeats of one column NAME");
+  html_cmd->add_flag("--group-repeats", o.group_repeats,
+                     "runs named NAME#1, NAME#2, ... are repeats of one column NAME");
 
   int world_size = 0, warmup = 0;
   auto* ranks_cmd = app.add_subcommand(
-      "ranks", "the ranks of one data-parallel run side by side: step and compute time per rank, the slowest rank, "
-               "skew, who waited for whom, missing ranks");
+      "ranks",
+      "the ranks of one data-parallel run side by side: step and compute time per rank, the slowest rank, "
+      "skew, who waited for whom, missing ranks");
   ranks_cmd->add_option("files", o.files, "per-step JSONL files, one per rank, rank 0 first")->required();
-  ranks_cmd->add_option("--world-size", world_size, "ranks in the run (default: the number of files); those "
-                                                    "beyond the files are reported missing")
+  ranks_cmd
+      ->add_option("--world-size", world_size,
+                   "ranks in the run (default: the number of files); those "
+                   "beyond the files are reported missing")
       ->check(CLI::Range(1, 1 << 20));
   ranks_cmd->add_option("--warmup", warmup, "leading steps (numbered below this) left out")
-      ->check(CLI::Range(0, 1000000000))->capture_default_str();
+      ->check(CLI::Range(0, 1000000000))
+      ->capture_default_str();
 
   // A first argument that is neither an option nor a subcommand is named (CLI11 would only say that a
   // subcommand is required).
@@ -105,7 +112,8 @@ int parse_and_run(int argc, char** argv) {
     bool known = false;
     for (const auto* sub : {show_cmd, compare_cmd, html_cmd, ranks_cmd}) known = known || sub->check_name(first);
     if (!known) {
-      std::fprintf(stderr, "traceml: unknown subcommand '%s' (the subcommands: show, compare, html, ranks; traceml --help)\n",
+      std::fprintf(stderr,
+                   "traceml: unknown subcommand '%s' (the subcommands: show, compare, html, ranks; traceml --help)\n",
                    traceml::detail::printable(first).c_str());
       return cli::exit_input;
     }

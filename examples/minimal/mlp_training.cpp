@@ -24,18 +24,26 @@ int main(int argc, char** argv) {
   traceml::profiler profiler(traceml::profiler_options::named("mlp").write_all_to(out_dir));  // traceml
 
   for (int step = 0; step < steps; ++step) {
-    TRACEML_STEP();                                                                       // traceml
+    TRACEML_STEP();  // traceml
     torch::Tensor x, y, loss;
-    { TRACEML_PHASE(dataloader);
+    {
+      TRACEML_PHASE(dataloader);
       x = torch::randn({batch, 512}).to(device);
-      y = torch::randint(0, 10, {batch}, torch::kLong).to(device); }
-    { TRACEML_PHASE(forward);
-      loss = torch::nn::functional::cross_entropy(model->forward(x), y); }
-    { TRACEML_PHASE(backward);
+      y = torch::randint(0, 10, {batch}, torch::kLong).to(device);
+    }
+    {
+      TRACEML_PHASE(forward);
+      loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+    }
+    {
+      TRACEML_PHASE(backward);
       optimizer.zero_grad();
-      loss.backward(); }
-    { TRACEML_PHASE(optimizer);
-      optimizer.step(); }
+      loss.backward();
+    }
+    {
+      TRACEML_PHASE(optimizer);
+      optimizer.step();
+    }
   }
   profiler.finish();  // traceml: prints the table, writes the files (the destructor would too)
   return 0;

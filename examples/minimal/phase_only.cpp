@@ -21,16 +21,24 @@ int main() {
   for (int step = 0; step < steps; ++step) {
     TRACEML_STEP();
     torch::Tensor x, y, loss;
-    { TRACEML_PHASE(dataloader);
+    {
+      TRACEML_PHASE(dataloader);
       x = torch::randn({batch, 512}).to(device);
-      y = torch::randint(0, 10, {batch}, torch::kLong).to(device); }
-    { TRACEML_PHASE(forward);
-      loss = torch::nn::functional::cross_entropy(model->forward(x), y); }
-    { TRACEML_PHASE(backward);
+      y = torch::randint(0, 10, {batch}, torch::kLong).to(device);
+    }
+    {
+      TRACEML_PHASE(forward);
+      loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+    }
+    {
+      TRACEML_PHASE(backward);
       optimizer.zero_grad();
-      loss.backward(); }
-    { TRACEML_PHASE(optimizer);
-      optimizer.step(); }
+      loss.backward();
+    }
+    {
+      TRACEML_PHASE(optimizer);
+      optimizer.step();
+    }
   }
   return 0;
 }

@@ -53,8 +53,7 @@ inline torch::Tensor linear_cross_entropy(const torch::Tensor& hidden, const tor
 namespace detail {
 
 /// The autograd Function behind chunked_linear_cross_entropy (see the file comment).
-class chunked_linear_cross_entropy_function
-    : public torch::autograd::Function<chunked_linear_cross_entropy_function> {
+class chunked_linear_cross_entropy_function : public torch::autograd::Function<chunked_linear_cross_entropy_function> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
                                const torch::Tensor& weight, const torch::Tensor& targets, std::int64_t chunk,
@@ -71,9 +70,9 @@ class chunked_linear_cross_entropy_function
       const auto n = std::min(chunk, tokens - start);
       const auto h = hidden.narrow(0, start, n);
       const auto t = targets.narrow(0, start, n);
-      const auto valid = t.ne(ignore_index);                        // [n] bool
-      const auto safe_t = t.masked_fill(valid.logical_not(), 0);    // ignored rows read row 0, masked below
-      auto logits = torch::mm(h, weight.t());                       // [n, V], model dtype
+      const auto valid = t.ne(ignore_index);                      // [n] bool
+      const auto safe_t = t.masked_fill(valid.logical_not(), 0);  // ignored rows read row 0, masked below
+      auto logits = torch::mm(h, weight.t());                     // [n, V], model dtype
       // fp32 log-probabilities of this chunk only; freed once their target entries are read.
       auto target_logp = torch::log_softmax(logits, -1, torch::kFloat32).gather(1, safe_t.unsqueeze(1)).squeeze(1);
       loss_sum.sub_(target_logp.masked_fill(valid.logical_not(), 0.0).sum());
@@ -82,8 +81,8 @@ class chunked_linear_cross_entropy_function
 
       // d(sum of -log p[target]) / d logits = softmax(logits) - onehot(target). softmax in the model
       // dtype accumulates in fp32 inside the kernel; the onehot part is applied to the [n, H] side.
-      const auto probs = torch::softmax(logits, -1);               // [n, V], model dtype
-      logits = torch::Tensor();                                     // free before the next GEMM
+      const auto probs = torch::softmax(logits, -1);                  // [n, V], model dtype
+      logits = torch::Tensor();                                       // free before the next GEMM
       const auto keep = valid.unsqueeze(1).to(hidden.scalar_type());  // [n, 1]: 0 for ignored rows
       if (grad_hidden) {
         auto out = dh.narrow(0, start, n);
@@ -116,8 +115,8 @@ class chunked_linear_cross_entropy_function
     }
     if (saved.find("dw") != saved.end())
       grad_weight = (saved["dw"].toTensor() * factor).to(static_cast<torch::ScalarType>(saved["weight_dtype"].toInt()));
-    return {grad_hidden, grad_weight, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),
-            torch::Tensor()};
+    return {grad_hidden,     grad_weight,     torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -131,7 +130,8 @@ class chunked_linear_cross_entropy_function
 inline torch::Tensor chunked_linear_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                                   const torch::Tensor& targets, std::int64_t chunk,
                                                   std::int64_t ignore_index = -100) {
-  if (chunk < 1) throw std::invalid_argument("chunked_linear_cross_entropy: chunk must be >= 1, got " + std::to_string(chunk));
+  if (chunk < 1)
+    throw std::invalid_argument("chunked_linear_cross_entropy: chunk must be >= 1, got " + std::to_string(chunk));
   TORCH_CHECK(hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
               "chunked_linear_cross_entropy: hidden [T, H] and weight [V, H] expected, got ", hidden.sizes(), " and ",
               weight.sizes());

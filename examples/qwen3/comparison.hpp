@@ -16,18 +16,18 @@ namespace qwen3 {
 
 /// One schedule of the experiment: its runs (one per repeat), or why it has none.
 struct schedule_result {
-  std::string name;                      ///< "1x4"
+  std::string name;  ///< "1x4"
   std::vector<traceml::run_result> runs;
-  std::string error;                     ///< empty when it ran; "OOM: ..." when it ran out of memory
+  std::string error;  ///< empty when it ran; "OOM: ..." when it ran out of memory
   bool failed() const { return !error.empty(); }
   bool out_of_memory() const { return error.rfind("OOM", 0) == 0; }  ///< a result, not a failure of the run
 };
 
 /// The experiment's comparison: traceml's over the schedules that ran, plus MFU and the failures.
 struct schedule_comparison {
-  traceml::comparison compared;              ///< one column per schedule that ran, in schedule order
-  std::vector<std::optional<double>> mfu;    ///< per column: model FLOPs / (median step x peak)
-  std::vector<schedule_result> failed;       ///< name and error only
+  traceml::comparison compared;            ///< one column per schedule that ran, in schedule order
+  std::vector<std::optional<double>> mfu;  ///< per column: model FLOPs / (median step x peak)
+  std::vector<schedule_result> failed;     ///< name and error only
 };
 
 /// Model FLOPs utilisation of a median step; nullopt when the peak is unknown (0).
@@ -60,8 +60,8 @@ inline std::string format_schedules(const schedule_comparison& c) {
   for (const auto& m : c.mfu) mfu.cells.push_back(m ? traceml::detail::fixed_text(*m * 100, 1) : "-");
   std::string out = traceml::format_comparison_table(c.compared.runs, {mfu});
   for (const auto& f : c.failed)
-    out += "schedule " + f.name + ": " + (f.out_of_memory() ? "out of GPU memory (OOM)" : "failed") + ": " +
-           f.error + "\n";
+    out += "schedule " + f.name + ": " + (f.out_of_memory() ? "out of GPU memory (OOM)" : "failed") + ": " + f.error +
+           "\n";
   return out;
 }
 

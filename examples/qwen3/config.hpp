@@ -64,9 +64,9 @@ struct config {
   std::int64_t hidden_size = 0;
   std::int64_t intermediate_size = 0;
   std::int64_t num_layers = 0;
-  std::int64_t num_heads = 0;      ///< query heads
-  std::int64_t num_kv_heads = 0;   ///< key/value heads (grouped query attention)
-  std::int64_t head_dim = 0;       ///< Qwen3 sets it explicitly: heads * head_dim need not equal hidden
+  std::int64_t num_heads = 0;     ///< query heads
+  std::int64_t num_kv_heads = 0;  ///< key/value heads (grouped query attention)
+  std::int64_t head_dim = 0;      ///< Qwen3 sets it explicitly: heads * head_dim need not equal hidden
   double rms_eps = 1e-6;
   double rope_theta = 1e6;
   bool tie_word_embeddings = true;
@@ -109,9 +109,8 @@ struct config {
     auto size = [&](std::int64_t v, const char* field) {
       if (v <= 0) throw std::invalid_argument(where() + field + " must be positive, got " + std::to_string(v));
       if (v > max_size_field)
-        throw std::invalid_argument(where() + field + " is " + std::to_string(v) +
-                                    ", above the limit of " + std::to_string(max_size_field) +
-                                    " (2^31 - 1) for any size");
+        throw std::invalid_argument(where() + field + " is " + std::to_string(v) + ", above the limit of " +
+                                    std::to_string(max_size_field) + " (2^31 - 1) for any size");
     };
     size(vocab_size, "vocab_size");
     size(hidden_size, "hidden_size");
@@ -124,8 +123,7 @@ struct config {
     if (num_heads % num_kv_heads != 0)
       throw std::invalid_argument(where() + "num_attention_heads (" + std::to_string(num_heads) +
                                   ") is not a multiple of num_key_value_heads (" + std::to_string(num_kv_heads) + ")");
-    if (head_dim % 2 != 0)
-      throw std::invalid_argument(where() + "head_dim must be even for rotary embeddings");
+    if (head_dim % 2 != 0) throw std::invalid_argument(where() + "head_dim must be even for rotary embeddings");
     if (!(rms_eps > 0) || !std::isfinite(rms_eps))
       throw std::invalid_argument(where() + "rms_norm_eps must be positive and finite");
     if (!(rope_theta > 0) || !std::isfinite(rope_theta))
@@ -153,8 +151,8 @@ struct config {
   std::string where() const { return label() + ": "; }
   std::int64_t mul(std::int64_t a, std::int64_t b, const char* what) const {
     if (const auto r = checked_mul(a, b)) return *r;
-    throw std::invalid_argument(where() + what + " overflows a 64-bit integer (" +
-                                std::to_string(a) + " x " + std::to_string(b) + ")");
+    throw std::invalid_argument(where() + what + " overflows a 64-bit integer (" + std::to_string(a) + " x " +
+                                std::to_string(b) + ")");
   }
   std::int64_t add(std::int64_t a, std::int64_t b, const char* what) const {
     if (const auto r = checked_add(a, b)) return *r;
@@ -176,24 +174,53 @@ inline config preset(const std::string& name) {
   config c;
   c.name = name;
   if (name == "qwen3-1.7b") {
-    c.vocab_size = 151936; c.hidden_size = 2048; c.intermediate_size = 6144; c.num_layers = 28;
-    c.num_heads = 16; c.num_kv_heads = 8; c.head_dim = 128;
+    c.vocab_size = 151936;
+    c.hidden_size = 2048;
+    c.intermediate_size = 6144;
+    c.num_layers = 28;
+    c.num_heads = 16;
+    c.num_kv_heads = 8;
+    c.head_dim = 128;
   } else if (name == "qwen3-0.6b") {
-    c.vocab_size = 151936; c.hidden_size = 1024; c.intermediate_size = 3072; c.num_layers = 28;
-    c.num_heads = 16; c.num_kv_heads = 8; c.head_dim = 128;
+    c.vocab_size = 151936;
+    c.hidden_size = 1024;
+    c.intermediate_size = 3072;
+    c.num_layers = 28;
+    c.num_heads = 16;
+    c.num_kv_heads = 8;
+    c.head_dim = 128;
   } else if (name == "tiny") {
-    c.vocab_size = 256; c.hidden_size = 64; c.intermediate_size = 160; c.num_layers = 2;
-    c.num_heads = 4; c.num_kv_heads = 2; c.head_dim = 24; c.max_position_embeddings = 4096;
+    c.vocab_size = 256;
+    c.hidden_size = 64;
+    c.intermediate_size = 160;
+    c.num_layers = 2;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 24;
+    c.max_position_embeddings = 4096;
   } else if (name == "llama-3.2-1b" || name == "llama-tiny") {
     c.family = model_family::llama;
-    c.rms_eps = 1e-5; c.rope_theta = 500000.0;
+    c.rms_eps = 1e-5;
+    c.rope_theta = 500000.0;
     c.rope_scaling = llama3_rope_scaling{32.0, 1.0, 4.0, 8192};
     if (name == "llama-3.2-1b") {
-      c.vocab_size = 128256; c.hidden_size = 2048; c.intermediate_size = 8192; c.num_layers = 16;
-      c.num_heads = 32; c.num_kv_heads = 8; c.head_dim = 64; c.max_position_embeddings = 131072;
+      c.vocab_size = 128256;
+      c.hidden_size = 2048;
+      c.intermediate_size = 8192;
+      c.num_layers = 16;
+      c.num_heads = 32;
+      c.num_kv_heads = 8;
+      c.head_dim = 64;
+      c.max_position_embeddings = 131072;
     } else {
-      c.vocab_size = 256; c.hidden_size = 64; c.intermediate_size = 160; c.num_layers = 2;
-      c.num_heads = 4; c.num_kv_heads = 2; c.head_dim = 16; c.max_position_embeddings = 4096;
+      c.vocab_size = 256;
+      c.hidden_size = 64;
+      c.intermediate_size = 160;
+      c.num_layers = 2;
+      c.num_heads = 4;
+      c.num_kv_heads = 2;
+      c.head_dim = 16;
+      c.max_position_embeddings = 4096;
     }
   } else {
     std::string known;
@@ -233,8 +260,7 @@ class json_fields {
       return static_cast<std::int64_t>(u);
     }
     if (v->is_number_integer()) return v->get<std::int64_t>();
-    if (v->is_number_float())
-      fail(key, "must be a whole number, got " + shown(*v) + " (fractions are not truncated)");
+    if (v->is_number_float()) fail(key, "must be a whole number, got " + shown(*v) + " (fractions are not truncated)");
     fail(key, "has the wrong type: an integer is needed, got " + shown(*v));
   }
 
@@ -312,7 +338,8 @@ inline config config_from_json(const nlohmann::json& j, const std::string& origi
     config c;
     c.name = origin;
     if (const auto type = f.string("model_type")) {
-      if (*type == "llama") c.family = model_family::llama;
+      if (*type == "llama")
+        c.family = model_family::llama;
       else if (*type != "qwen3")
         throw std::invalid_argument(origin + ": model_type is '" + *type + "', expected 'qwen3' or 'llama'");
     }

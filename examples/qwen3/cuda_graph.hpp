@@ -48,7 +48,9 @@ class graphed_microbatch {
   /// forward() returns is not multiplied by it.
   graphed_microbatch(CausalLMImpl& model, std::vector<torch::Tensor> trainable, std::int64_t micro_batch,
                      std::int64_t seq_len, double loss_scale, torch::Tensor dynamic_scale = {})
-      : model_(model), trainable_(std::move(trainable)), loss_scale_(loss_scale),
+      : model_(model),
+        trainable_(std::move(trainable)),
+        loss_scale_(loss_scale),
         dynamic_scale_(std::move(dynamic_scale)) {
     const auto device = model.embed_tokens.device();
     if (!device.is_cuda()) throw std::invalid_argument("graphed_microbatch: the model must be on a CUDA device");

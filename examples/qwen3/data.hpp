@@ -52,7 +52,8 @@ class synthetic_tokens : public token_source {
  public:
   synthetic_tokens(std::int64_t vocab_size, std::int64_t seq_len, std::uint64_t seed = 1234)
       : vocab_(vocab_size), seq_(seq_len), seed_(seed) {
-    if (vocab_size <= 0 || seq_len <= 0) throw std::invalid_argument("synthetic_tokens: vocab and seq_len must be positive");
+    if (vocab_size <= 0 || seq_len <= 0)
+      throw std::invalid_argument("synthetic_tokens: vocab and seq_len must be positive");
   }
   std::int64_t seq_len() const override { return seq_; }
   std::int64_t vocab_size() const override { return vocab_; }

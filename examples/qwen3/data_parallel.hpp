@@ -31,7 +31,7 @@ struct data_parallel_options {
   int world_size = 1;                     ///< 1: not data-parallel
   std::string master_addr = "127.0.0.1";  ///< where rank 0 serves the store
   int master_port = 29500;
-  int timeout_s = 300;                    ///< joining, and each all-reduce
+  int timeout_s = 300;  ///< joining, and each all-reduce
   bool on() const noexcept { return world_size > 1; }
 };
 
@@ -59,9 +59,9 @@ class data_parallel {
       // LibTorch's errors carry a backtrace after their first line: the first line says it.
       const std::string what = e.what();
       throw std::runtime_error("data parallelism: rank " + std::to_string(o.rank) + " could not join the run at " +
-                               o.master_addr + ":" + std::to_string(o.master_port) + ": " + what.substr(0, what.find('\n')) +
-                               " (waited up to " + std::to_string(o.timeout_s) + " s for all " +
-                               std::to_string(o.world_size) + " ranks: did every rank start?)");
+                               o.master_addr + ":" + std::to_string(o.master_port) + ": " +
+                               what.substr(0, what.find('\n')) + " (waited up to " + std::to_string(o.timeout_s) +
+                               " s for all " + std::to_string(o.world_size) + " ranks: did every rank start?)");
     }
 #else
     throw std::runtime_error(
@@ -91,8 +91,10 @@ class data_parallel {
     for (const auto& p : params) {
       const auto n = p.numel();
       auto mean = buffer[0].narrow(0, at, n).view(p.sizes()).to(p.device(), p.scalar_type());
-      if (p.grad().defined()) p.mutable_grad().copy_(mean);
-      else p.mutable_grad() = mean;
+      if (p.grad().defined())
+        p.mutable_grad().copy_(mean);
+      else
+        p.mutable_grad() = mean;
       at += n;
     }
 #else

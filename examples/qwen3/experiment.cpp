@@ -53,25 +53,25 @@ struct experiment_options {
   std::size_t sweep_candidates = 4;  // the largest micro-batches that fit, measured by the sweep
   std::int64_t steps = 0;            // 0: 100 on a GPU, 40 on the CPU
   std::size_t warmup = 5;
-  std::int64_t seq_len = 0;          // 0: 512 on a GPU, 128 on the CPU
-  std::string dtype;                 // "": bf16 on a GPU, fp32 on the CPU; fp16 adds dynamic loss scaling
-  std::string device;                // "": cuda when available
-  std::string preset;                // "": qwen3-1.7b on a GPU, tiny on the CPU
-  std::string model_dir;             // a Hugging Face snapshot folder instead of a preset
-  std::string data_file;             // little-endian uint32 token ids; empty: synthetic
-  std::string gpu_timing = "auto";   // auto (CUPTI, else CUDA events) | events | off
-  double record_budget = 0.5;        // % of step time CUPTI's kernel records may cost; 0: every step
-  bool hw_counters = true;           // GPU busy/SM activity on every step from hardware counters (PM sampling)
-  double launch_engine_us = 0;       // the engine's time per launch, for records beside counters (0: not modelled)
-  bool checkpointing = true;         // the reference run used activation checkpointing
-  bool cuda_graphs = false;          // replay each micro-batch's forward and backward from CUDA graphs
-  std::int64_t loss_chunk = 1024;    // target tokens per chunk of the loss (chunked_loss.hpp); 0: full logits
+  std::int64_t seq_len = 0;         // 0: 512 on a GPU, 128 on the CPU
+  std::string dtype;                // "": bf16 on a GPU, fp32 on the CPU; fp16 adds dynamic loss scaling
+  std::string device;               // "": cuda when available
+  std::string preset;               // "": qwen3-1.7b on a GPU, tiny on the CPU
+  std::string model_dir;            // a Hugging Face snapshot folder instead of a preset
+  std::string data_file;            // little-endian uint32 token ids; empty: synthetic
+  std::string gpu_timing = "auto";  // auto (CUPTI, else CUDA events) | events | off
+  double record_budget = 0.5;       // % of step time CUPTI's kernel records may cost; 0: every step
+  bool hw_counters = true;          // GPU busy/SM activity on every step from hardware counters (PM sampling)
+  double launch_engine_us = 0;      // the engine's time per launch, for records beside counters (0: not modelled)
+  bool checkpointing = true;        // the reference run used activation checkpointing
+  bool cuda_graphs = false;         // replay each micro-batch's forward and backward from CUDA graphs
+  std::int64_t loss_chunk = 1024;   // target tokens per chunk of the loss (chunked_loss.hpp); 0: full logits
   int repeats = 1;
   std::uint64_t seed = 1234;
-  double peak_tflops = 0;            // 0: the measured bf16 peak on H100/H200, else MFU not shown
+  double peak_tflops = 0;  // 0: the measured bf16 peak on H100/H200, else MFU not shown
   std::string out = ".";
   bool traces = true;
-  qwen3::data_parallel_options dp;   // world size 1: one process
+  qwen3::data_parallel_options dp;  // world size 1: one process
 };
 
 /// An environment variable as a whole number in [lo, hi] (checked as the command line's are), or
@@ -96,12 +96,15 @@ std::string settle_warmup(experiment_options& o, bool warmup_given, bool steps_g
   const auto steps = static_cast<std::size_t>(o.steps);
   if (warmup_given && o.warmup >= steps)
     return std::to_string(o.warmup) + " is not below --steps " + std::to_string(steps) +
-           (steps_given ? std::string() : std::string(" (the default ") + (o.sweep ? "of --sweep " : "") +
-                                               (cuda ? "on a GPU)" : "on the CPU)")) +
+           (steps_given ? std::string()
+                        : std::string(" (the default ") + (o.sweep ? "of --sweep " : "") +
+                              (cuda ? "on a GPU)" : "on the CPU)")) +
            ": no step would be measured";
   const auto capped = traceml::effective_warmup(o.warmup, steps);
   if (warmup_given && capped != o.warmup)
-    std::fprintf(stderr, "qwen3_accumulation: --warmup %zu capped to %zu: at most half of the %zu steps are warm-up, so that %zu are measured\n",
+    std::fprintf(stderr,
+                 "qwen3_accumulation: --warmup %zu capped to %zu: at most half of the %zu steps are warm-up, so that "
+                 "%zu are measured\n",
                  o.warmup, capped, steps, steps - capped);
   o.warmup = capped;
   return {};
@@ -141,7 +144,8 @@ class progress_line : public traceml::callback {
 /// Forward per token: 2 x matmul parameters (decoder projections and the output head) plus
 /// attention 4 x layers x seq x q_dim (scores and values, causal mask not discounted).
 double flops_per_step(const qwen3::config& c, std::int64_t seq, std::int64_t examples) {
-  const double h = static_cast<double>(c.hidden_size), q = static_cast<double>(c.q_dim()), kv = static_cast<double>(c.kv_dim());
+  const double h = static_cast<double>(c.hidden_size), q = static_cast<double>(c.q_dim()),
+               kv = static_cast<double>(c.kv_dim());
   const double per_layer = h * (q + 2 * kv) + q * h + 3 * h * static_cast<double>(c.intermediate_size);
   const double matmul_params = static_cast<double>(c.num_layers) * per_layer + static_cast<double>(c.vocab_size) * h;
   const double fwd_per_token = 2 * matmul_params + 4 * static_cast<double>(c.num_layers * seq) * q;
@@ -218,33 +222,42 @@ std::string gpu_name() {
 /// The options that choose what runs: the schedules (or a sweep), the steps, the shapes and dtype, the
 /// device, the model and the data.
 void add_run_options(CLI::App& app, experiment_options& o) {
-  auto* schedules_opt = app.add_option("--schedules", o.schedules, "comma-separated MxA schedules sharing one effective batch")
-                            ->check(qwen3::schedule_list())->capture_default_str();
-  app.add_option("--sweep", o.sweep,
-                 "instead of --schedules: every MxA of this effective batch, probed for memory from the largest micro-batch "
-                 "down, measured in interleaved repeats (default 3), ranked, with a recommendation (default 20 steps on a "
-                 "GPU, 8 on the CPU)")
-      ->check(CLI::Range(std::int64_t{1}, qwen3::max_examples_per_step))->excludes(schedules_opt);
+  auto* schedules_opt =
+      app.add_option("--schedules", o.schedules, "comma-separated MxA schedules sharing one effective batch")
+          ->check(qwen3::schedule_list())
+          ->capture_default_str();
+  app.add_option(
+         "--sweep", o.sweep,
+         "instead of --schedules: every MxA of this effective batch, probed for memory from the largest micro-batch "
+         "down, measured in interleaved repeats (default 3), ranked, with a recommendation (default 20 steps on a "
+         "GPU, 8 on the CPU)")
+      ->check(CLI::Range(std::int64_t{1}, qwen3::max_examples_per_step))
+      ->excludes(schedules_opt);
   // A sweep of N has at most N candidates (the MxA of N), so any count up to --sweep's limit is meaningful.
   app.add_option("--sweep-candidates", o.sweep_candidates,
                  "with --sweep: how many of the largest micro-batches that fit are measured (0: all)")
-      ->check(qwen3::whole_number(0, static_cast<std::uint64_t>(qwen3::max_examples_per_step)))->capture_default_str();
+      ->check(qwen3::whole_number(0, static_cast<std::uint64_t>(qwen3::max_examples_per_step)))
+      ->capture_default_str();
   app.add_option("--steps", o.steps, "optimizer steps per schedule (default: 100 on a GPU, 40 on the CPU)")
       ->check(qwen3::whole_number(1, 1000000000));
   app.add_option("--warmup", o.warmup,
                  "leading steps excluded from statistics, at most half of --steps (more is capped, and said; "
                  "--steps or more is refused)")
-      ->check(qwen3::whole_number(0, 1000000000))->capture_default_str();
+      ->check(qwen3::whole_number(0, 1000000000))
+      ->capture_default_str();
   app.add_option("--seq-len", o.seq_len, "tokens per example (default: 512 on a GPU, 128 on the CPU)")
       ->check(qwen3::whole_number(2, 2147483647));
   app.add_option("--dtype", o.dtype,
                  "bf16 | fp16 | fp32 (default: bf16 on a GPU, fp32 on the CPU); fp16 trains with dynamic loss scaling "
                  "and fp32 master weights of the adapters, on a GPU")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
-  app.add_option("--device", o.device, "cuda | cpu (default: cuda when available)")->check(CLI::IsMember({"cuda", "cpu"}));
-  app.add_option("--preset", o.preset, "model preset: qwen3-1.7b | qwen3-0.6b | tiny | llama-3.2-1b | llama-tiny "
-                                      "(default: qwen3-1.7b on a GPU, tiny on the CPU)");
-  app.add_option("--model-dir", o.model_dir, "Hugging Face snapshot folder (config.json + safetensors) instead of a preset");
+  app.add_option("--device", o.device, "cuda | cpu (default: cuda when available)")
+      ->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_option("--preset", o.preset,
+                 "model preset: qwen3-1.7b | qwen3-0.6b | tiny | llama-3.2-1b | llama-tiny "
+                 "(default: qwen3-1.7b on a GPU, tiny on the CPU)");
+  app.add_option("--model-dir", o.model_dir,
+                 "Hugging Face snapshot folder (config.json + safetensors) instead of a preset");
   app.add_option("--data", o.data_file, "token-id file (flat little-endian uint32) instead of synthetic tokens");
 }
 
@@ -252,32 +265,40 @@ void add_run_options(CLI::App& app, experiment_options& o) {
 /// counters, checkpointing, CUDA graphs, the loss's chunks, repeats, the seed, MFU's peak.
 void add_measurement_options(CLI::App& app, experiment_options& o) {
   app.add_option("--gpu-timing", o.gpu_timing, "auto (CUPTI kernel attribution, else CUDA events) | events | off")
-      ->check(CLI::IsMember({"auto", "events", "off"}))->capture_default_str();
+      ->check(CLI::IsMember({"auto", "events", "off"}))
+      ->capture_default_str();
   app.add_option("--record-budget", o.record_budget,
                  "percent of step time CUPTI's kernel records may cost: steps are recorded as the budget allows "
                  "(0: record every step, at CUPTI's full cost)")
-      ->check(qwen3::number_in(0, 100, "a percentage from 0 to 100"))->capture_default_str();
+      ->check(qwen3::number_in(0, 100, "a percentage from 0 to 100"))
+      ->capture_default_str();
   app.add_flag("--hw-counters,!--no-hw-counters", o.hw_counters,
                "GPU busy and SM activity of every phase on every step from hardware counters (CUPTI PM sampling; "
                "default on, off when the GPU or its driver does not allow it)");
   app.add_option("--launch-engine-us", o.launch_engine_us,
                  "the GPU engine's time per kernel launch outside a kernel record (pm_sampling_probe measures it): "
                  "the summary then sets the records' busy share, with it, beside the counters' on recorded steps")
-      ->check(qwen3::number_in(0, 1000, "microseconds from 0 to 1000"))->capture_default_str();
-  app.add_flag("--checkpointing,!--no-checkpointing", o.checkpointing, "recompute each decoder layer in backward (default on)");
+      ->check(qwen3::number_in(0, 1000, "microseconds from 0 to 1000"))
+      ->capture_default_str();
+  app.add_flag("--checkpointing,!--no-checkpointing", o.checkpointing,
+               "recompute each decoder layer in backward (default on)");
   app.add_flag("--cuda-graphs", o.cuda_graphs,
                "replay forward and backward from CUDA graphs captured per schedule (LibTorch 2.x with CUDA)");
   app.add_option("--loss-chunk", o.loss_chunk,
                  "compute the loss this many target tokens at a time, without the full [tokens, vocab] logits "
                  "(0: the full logits)")
-      ->check(qwen3::whole_number(0, 1000000000))->capture_default_str();
+      ->check(qwen3::whole_number(0, 1000000000))
+      ->capture_default_str();
   app.add_option("--repeats", o.repeats, "run the schedule list this many times, interleaved (ABCABC...)")
       ->check(qwen3::whole_number(1, 1000));
   app.add_option("--seed", o.seed, "seed for weights, adapters and synthetic data")
-      ->check(qwen3::whole_number(0, UINT64_MAX))->capture_default_str();
-  app.add_option("--peak-tflops", o.peak_tflops, "dense peak of the GPU in the run's dtype, for MFU (default: 790 measured bf16 on H100/H200)")
+      ->check(qwen3::whole_number(0, UINT64_MAX))
+      ->capture_default_str();
+  app.add_option("--peak-tflops", o.peak_tflops,
+                 "dense peak of the GPU in the run's dtype, for MFU (default: 790 measured bf16 on H100/H200)")
       ->check(qwen3::number_in(0, 1e6, "a number of TFLOP/s above 0, at most 1000000", /*above_lo=*/true));
-  app.add_option("--out", o.out, "output folder, created with its parents: accumulation_summary.json, accumulation_report.html, "
+  app.add_option("--out", o.out,
+                 "output folder, created with its parents: accumulation_summary.json, accumulation_report.html, "
                  "accumulation_steps_<schedule>.jsonl (with --repeats: _repeat<k> per repeat), trace_<schedule>.json")
       ->capture_default_str();
   app.add_flag("!--no-traces", o.traces, "skip the Chrome traces");
@@ -294,13 +315,16 @@ void add_data_parallel_options(CLI::App& app, experiment_options& o) {
                  "data-parallel ranks, one process each (default: WORLD_SIZE, else 1); gradients averaged once per "
                  "optimizer step, after the last micro-batch, inside a communication phase")
       ->check(qwen3::whole_number(1, 1000000));
-  app.add_option("--rank", o.dp.rank, "this process's rank (default: RANK, else 0)")->check(qwen3::whole_number(0, 1000000));
-  app.add_option("--master-addr", o.dp.master_addr, "where rank 0 serves the rendezvous (default: MASTER_ADDR, else 127.0.0.1)");
+  app.add_option("--rank", o.dp.rank, "this process's rank (default: RANK, else 0)")
+      ->check(qwen3::whole_number(0, 1000000));
+  app.add_option("--master-addr", o.dp.master_addr,
+                 "where rank 0 serves the rendezvous (default: MASTER_ADDR, else 127.0.0.1)");
   app.add_option("--master-port", o.dp.master_port, "its port (default: MASTER_PORT, else 29500)")
       ->check(qwen3::whole_number(1, 65535));
   app.add_option("--rank-timeout", o.dp.timeout_s,
                  "seconds the ranks wait for each other: to join, at each all-reduce, for the merge of their steps")
-      ->check(qwen3::whole_number(1, 86400))->capture_default_str();
+      ->check(qwen3::whole_number(1, 86400))
+      ->capture_default_str();
 }
 
 /// The run as settled from the options and the machine: the device, the schedules, the model and
@@ -312,9 +336,9 @@ struct experiment_plan {
   torch::Dtype dtype = torch::kFloat32;
   qwen3::config cfg;
   std::unique_ptr<qwen3::token_source> data;
-  std::int64_t effective = 0;     // examples per optimizer step
+  std::int64_t effective = 0;  // examples per optimizer step
   double step_flops = 0;
-  double peak = 0;                // FLOP/s; 0: MFU not shown
+  double peak = 0;  // FLOP/s; 0: MFU not shown
   std::string device_name = "cpu";
 };
 
@@ -324,17 +348,19 @@ struct experiment_plan {
 /// the run cannot do.
 bool settle_plan(experiment_options& o, const CLI::App& app, experiment_plan& p) {
   if (o.dp.rank >= o.dp.world_size)
-    throw std::invalid_argument("rank " + std::to_string(o.dp.rank) + " of a world of " + std::to_string(o.dp.world_size) +
-                                " (need rank < world size)");
+    throw std::invalid_argument("rank " + std::to_string(o.dp.rank) + " of a world of " +
+                                std::to_string(o.dp.world_size) + " (need rank < world size)");
   if (o.dp.on() && o.sweep) throw std::invalid_argument("--sweep with several ranks is not supported: sweep on one");
   // Each rank writes its own outputs, into its own folder under --out.
   if (o.dp.on()) o.out += "/rank" + std::to_string(o.dp.rank);
   p.cuda = o.device.empty() ? torch::cuda::is_available() : o.device == "cuda";
-  if (p.cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
+  if (p.cuda && !torch::cuda::is_available())
+    throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
   p.device = p.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   if (o.steps == 0) o.steps = o.sweep ? (p.cuda ? 20 : 8) : (p.cuda ? 100 : 40);
   // Still the command line's (status 2), but only now are the steps known: before any output.
-  if (const auto refusal = settle_warmup(o, app.count("--warmup") > 0, app.count("--steps") > 0, p.cuda); !refusal.empty()) {
+  if (const auto refusal = settle_warmup(o, app.count("--warmup") > 0, app.count("--steps") > 0, p.cuda);
+      !refusal.empty()) {
     (void)app.exit(CLI::ValidationError("--warmup", refusal));
     return false;
   }
@@ -345,13 +371,16 @@ bool settle_plan(experiment_options& o, const CLI::App& app, experiment_plan& p)
   if (o.dtype.empty()) o.dtype = p.cuda ? "bf16" : "fp32";
   if (o.preset.empty()) o.preset = p.cuda ? "qwen3-1.7b" : "tiny";
   p.dtype = o.dtype == "bf16" ? torch::kBFloat16 : o.dtype == "fp16" ? torch::kHalf : torch::kFloat32;
-  if (p.dtype == torch::kHalf && !p.cuda) throw std::runtime_error("--dtype fp16 needs a CUDA device (on the CPU use fp32)");
+  if (p.dtype == torch::kHalf && !p.cuda)
+    throw std::runtime_error("--dtype fp16 needs a CUDA device (on the CPU use fp32)");
   p.cfg = o.model_dir.empty() ? qwen3::preset(o.preset) : qwen3::load_config(o.model_dir);
   // Before any allocation; a sweep finds out what fits by running it, so only its smallest micro-batch.
   qwen3::check_run_fits(p.cfg, o.sweep ? std::vector<qwen3::schedule>{p.schedules.back()} : p.schedules, o.seq_len,
                         p.dtype, p.device, o.checkpointing);
-  if (o.data_file.empty()) p.data = std::make_unique<qwen3::synthetic_tokens>(p.cfg.vocab_size, o.seq_len, o.seed);
-  else p.data = std::make_unique<qwen3::token_file>(o.data_file, p.cfg.vocab_size, o.seq_len);
+  if (o.data_file.empty())
+    p.data = std::make_unique<qwen3::synthetic_tokens>(p.cfg.vocab_size, o.seq_len, o.seed);
+  else
+    p.data = std::make_unique<qwen3::token_file>(o.data_file, p.cfg.vocab_size, o.seq_len);
 
   p.effective = p.schedules.front().effective_batch();
   p.step_flops = flops_per_step(p.cfg, o.seq_len, p.effective);
@@ -371,11 +400,12 @@ void print_plan(const experiment_options& o, const experiment_plan& p) {
                                          " schedules"
                                    : std::to_string(o.steps) + " steps x " + std::to_string(p.schedules.size()) +
                                          " schedules x " + std::to_string(o.repeats) + " repeat(s)";
-  std::printf("traceml accumulation experiment: %s (%s), %s, seq %lld, effective batch %lld, %s, "
-              "checkpointing %s, CUDA graphs %s, device %s\n",
-              o.model_dir.empty() ? o.preset.c_str() : o.model_dir.c_str(), p.cfg.name.c_str(), o.dtype.c_str(),
-              static_cast<long long>(o.seq_len), static_cast<long long>(p.effective), plan.c_str(),
-              o.checkpointing ? "on" : "off", o.cuda_graphs ? "requested" : "off", p.device_name.c_str());
+  std::printf(
+      "traceml accumulation experiment: %s (%s), %s, seq %lld, effective batch %lld, %s, "
+      "checkpointing %s, CUDA graphs %s, device %s\n",
+      o.model_dir.empty() ? o.preset.c_str() : o.model_dir.c_str(), p.cfg.name.c_str(), o.dtype.c_str(),
+      static_cast<long long>(o.seq_len), static_cast<long long>(p.effective), plan.c_str(),
+      o.checkpointing ? "on" : "off", o.cuda_graphs ? "requested" : "off", p.device_name.c_str());
   if (o.model_dir.empty())
     std::printf("weights: random (seed %llu); step time depends on shapes, not on weight values\n",
                 static_cast<unsigned long long>(o.seed));
@@ -446,9 +476,9 @@ void note_training(experiment_state& st, const std::string& name, const std::vec
   auto& trained = st.training[name];
   trained["losses"] = losses;
   if (scaler) {
-    std::printf("%s fp16 loss scaling: %lld of %lld steps skipped (inf/nan gradients), scale now %.0f\n",
-                name.c_str(), static_cast<long long>(scaler->skipped_steps()),
-                static_cast<long long>(scaler->steps()), scaler->scale_value());
+    std::printf("%s fp16 loss scaling: %lld of %lld steps skipped (inf/nan gradients), scale now %.0f\n", name.c_str(),
+                static_cast<long long>(scaler->skipped_steps()), static_cast<long long>(scaler->steps()),
+                scaler->scale_value());
     trained["skipped_steps"] = scaler->skipped_step_indices();
     trained["final_loss_scale"] = scaler->scale_value();
   }
@@ -469,7 +499,7 @@ bool run_schedule(const schedule_context& c, std::size_t si, int rep) {
     auto& opt = trainer.opt;
     const auto& graphs = trainer.graphs;
     const auto& scaler = trainer.scaler;
-    synchronize(c.p.device);  // model construction must not be billed to the first step
+    synchronize(c.p.device);                           // model construction must not be billed to the first step
     if (traceml::pending_stop_signal()) return false;  // a signal while the model was built: train nothing more
 
     const traceml::profiler_options po = schedule_profiler_options(c, si, rep, name, static_cast<bool>(graphs));
@@ -528,8 +558,9 @@ void run_schedules(const schedule_context& c) {
 
 int main(int argc, char** argv) {
   experiment_options o;
-  CLI::App app{"The gradient-accumulation experiment: same effective batch, different micro-batch x accumulation, "
-               "profiled phase by phase and kernel by kernel with traceml."};
+  CLI::App app{
+      "The gradient-accumulation experiment: same effective batch, different micro-batch x accumulation, "
+      "profiled phase by phase and kernel by kernel with traceml."};
   add_run_options(app, o);
   add_measurement_options(app, o);
   try {
@@ -559,10 +590,11 @@ int main(int argc, char** argv) {
     experiment_state st;
     st.results.resize(p.schedules.size());
     for (std::size_t si = 0; si < p.schedules.size(); ++si) st.results[si].name = p.schedules[si].name();
-    const qwen3::experiment_report report{o.out, "traceml: gradient accumulation, " + (o.model_dir.empty() ? o.preset : o.model_dir) + ", " + o.dtype,
-                                          p.step_flops, p.peak};
-    const qwen3::trainer_setup setup{p.cfg, o.model_dir, p.dtype, p.device, o.checkpointing, o.cuda_graphs, o.seq_len, o.seed,
-                                     o.loss_chunk};
+    const qwen3::experiment_report report{
+        o.out, "traceml: gradient accumulation, " + (o.model_dir.empty() ? o.preset : o.model_dir) + ", " + o.dtype,
+        p.step_flops, p.peak};
+    const qwen3::trainer_setup setup{p.cfg,         o.model_dir, p.dtype, p.device,    o.checkpointing,
+                                     o.cuda_graphs, o.seq_len,   o.seed,  o.loss_chunk};
     std::optional<traceml::sweep_result> swept;
     if (o.sweep) {
       swept = run_sweep_mode(o, setup, p.device_name, *p.data);

@@ -50,10 +50,10 @@ inline void create_output_folder(const std::string& dir) {
 
 /// What the report needs besides the runs.
 struct experiment_report {
-  std::string out_dir;     ///< the output folder (exists)
-  std::string title;       ///< the HTML report's title
-  double step_flops = 0;   ///< model FLOPs of one optimizer step, for MFU
-  double peak_flops = 0;   ///< the device's peak; 0 = unknown, MFU not shown
+  std::string out_dir;    ///< the output folder (exists)
+  std::string title;      ///< the HTML report's title
+  double step_flops = 0;  ///< model FLOPs of one optimizer step, for MFU
+  double peak_flops = 0;  ///< the device's peak; 0 = unknown, MFU not shown
 };
 
 /// Prints the comparison of `results` (stdout) and writes the summary JSON (the runs, schema in
@@ -61,7 +61,8 @@ struct experiment_report {
 /// the paths that could not be written; each was said once on stderr with its reason.
 /// `training`: the trainer's per-run facts (losses, fp16's skipped steps), the summary's "training";
 /// `swept`: a sweep's result (--sweep), printed after the comparison, its JSON "sweep" and an HTML section.
-inline std::vector<std::string> write_experiment_report(const experiment_report& r, const std::vector<schedule_result>& results,
+inline std::vector<std::string> write_experiment_report(const experiment_report& r,
+                                                        const std::vector<schedule_result>& results,
                                                         const std::vector<traceml::run_result>& runs,
                                                         const nlohmann::json& training = nlohmann::json::object(),
                                                         const traceml::sweep_result* swept = nullptr) {
@@ -79,14 +80,17 @@ inline std::vector<std::string> write_experiment_report(const experiment_report&
   if (traceml::write_html_report(html, runs, r.title, compared.compared.explanation,
                                  swept ? traceml::html_sweep_section(*swept) : ""))
     std::printf("wrote %s\n", html.c_str());
-  else failed.push_back(html);
+  else
+    failed.push_back(html);
   auto doc = nlohmann::json::parse(traceml::json_summary(runs));
   doc["comparison"] = comparison_json(compared);
   doc["training"] = training;
   if (swept) doc["sweep"] = nlohmann::json::parse(traceml::sweep_json(*swept));
   const std::string summary = r.out_dir + "/" + files::summary;
-  if (traceml::detail::write_whole_file(summary, "JSON summary", doc.dump(1) + "\n")) std::printf("wrote %s\n", summary.c_str());
-  else failed.push_back(summary);
+  if (traceml::detail::write_whole_file(summary, "JSON summary", doc.dump(1) + "\n"))
+    std::printf("wrote %s\n", summary.c_str());
+  else
+    failed.push_back(summary);
   std::fflush(stdout);
   return failed;
 }

@@ -59,8 +59,8 @@ struct projection_target {
 /// per-target LoRA adapters. forward_all() returns one tensor per target.
 class ProjectionImpl : public torch::nn::Module {
  public:
-  ProjectionImpl(std::int64_t in_features, std::vector<projection_target> targets,
-                 torch::TensorOptions options = {}, double init_std = 0.02)
+  ProjectionImpl(std::int64_t in_features, std::vector<projection_target> targets, torch::TensorOptions options = {},
+                 double init_std = 0.02)
       : in_features_(in_features), targets_(std::move(targets)) {
     std::int64_t total = 0;
     for (const auto& t : targets_) {
@@ -125,16 +125,20 @@ class ProjectionImpl : public torch::nn::Module {
     outs.reserve(targets_.size());
 
     if (!has_lora()) {
-      if (targets_.size() == 1) outs.push_back(y);
-      else outs = y.split_with_sizes(sizes_, 1);  // one autograd node; its backward is one cat
+      if (targets_.size() == 1)
+        outs.push_back(y);
+      else
+        outs = y.split_with_sizes(sizes_, 1);  // one autograd node; its backward is one cat
     } else {
       const bool same_dtype = lora_A.scalar_type() == y.scalar_type();
       auto xa = torch::mm(same_dtype ? x2 : x2.to(lora_A.scalar_type()), lora_A.t());  // [T, n*r]
       if (targets_.size() == 1) {
         // Single target: accumulate the adapter term into the base output in place (GEMM with
         // beta=1), saving a full-size add. The base GEMM's backward does not need its output.
-        if (same_dtype) y.addmm_(xa, lora_B[0].t(), 1.0, scaling_);
-        else y.add_(torch::mm(xa, lora_B[0].t()).mul_(scaling_).to(y.scalar_type()));
+        if (same_dtype)
+          y.addmm_(xa, lora_B[0].t(), 1.0, scaling_);
+        else
+          y.add_(torch::mm(xa, lora_B[0].t()).mul_(scaling_).to(y.scalar_type()));
         outs.push_back(y);
       } else {
         auto parts = y.split_with_sizes(sizes_, 1);
@@ -177,15 +181,15 @@ class ProjectionImpl : public torch::nn::Module {
     os << ")";
   }
 
-  torch::Tensor weight;                ///< [sum(out_t), in], frozen once LoRA is added
-  torch::Tensor lora_A;                ///< [n_adapted * r, in], undefined without LoRA
-  std::vector<torch::Tensor> lora_B;   ///< per target [out_t, r]; undefined where not adapted
+  torch::Tensor weight;               ///< [sum(out_t), in], frozen once LoRA is added
+  torch::Tensor lora_A;               ///< [n_adapted * r, in], undefined without LoRA
+  std::vector<torch::Tensor> lora_B;  ///< per target [out_t, r]; undefined where not adapted
 
  private:
   std::int64_t in_features_;
   std::vector<projection_target> targets_;
   std::vector<std::int64_t> offsets_, sizes_;
-  std::vector<int> adapter_index_;     ///< target -> its block of rows in lora_A, or -1
+  std::vector<int> adapter_index_;  ///< target -> its block of rows in lora_A, or -1
   std::int64_t rank_ = 0;
   double scaling_ = 0.0;
 };

@@ -126,14 +126,14 @@ inline void check_run_fits(const config& c, const std::vector<schedule>& schedul
   const auto e = estimate_memory(c, largest, seq_len, dtype_bytes, checkpointing);
   const auto available = available_memory_bytes(device.is_cuda());
   if (!available) {
-    traceml::report_once("qwen3-memory-check", "qwen3: cannot ask the device how much memory it has; "
-                                               "the memory estimate is not checked");
+    traceml::report_once("qwen3-memory-check",
+                         "qwen3: cannot ask the device how much memory it has; "
+                         "the memory estimate is not checked");
     return;
   }
   check_memory(e, *available, device.is_cuda() ? "the GPU (free memory)" : "the host (physical memory)",
-               c.label() + ", micro-batch " + std::to_string(largest) + " x " + std::to_string(seq_len) +
-                   " tokens, " + c10::toString(dtype) +
-                   (checkpointing ? ", checkpointing on" : ", checkpointing off"));
+               c.label() + ", micro-batch " + std::to_string(largest) + " x " + std::to_string(seq_len) + " tokens, " +
+                   c10::toString(dtype) + (checkpointing ? ", checkpointing on" : ", checkpointing off"));
 }
 
 }  // namespace qwen3

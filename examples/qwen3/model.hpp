@@ -55,22 +55,43 @@ namespace qwen3 {
 
 /// Where and how the model is built. Fluent setters, as LibTorch's own options structs.
 struct model_options {
-  model_options& dtype(torch::Dtype d) { dtype_ = d; return *this; }
-  model_options& device(torch::Device d) { device_ = d; return *this; }
+  model_options& dtype(torch::Dtype d) {
+    dtype_ = d;
+    return *this;
+  }
+  model_options& device(torch::Device d) {
+    device_ = d;
+    return *this;
+  }
   /// Recompute each decoder layer in backward instead of keeping its activations (checkpoint.hpp).
-  model_options& gradient_checkpointing(bool on) { checkpointing_ = on; return *this; }
+  model_options& gradient_checkpointing(bool on) {
+    checkpointing_ = on;
+    return *this;
+  }
   /// Use fused operators (scaled-dot-product attention, rms_norm) where LibTorch has them; off =
   /// the plain formulation everywhere (for tests comparing the two).
-  model_options& fused_ops(bool on) { fused_ = on; return *this; }
+  model_options& fused_ops(bool on) {
+    fused_ = on;
+    return *this;
+  }
   /// Standard deviation of the random normal initialisation of weight matrices (HF's
   /// initializer_range). Norm weights start at one.
-  model_options& init_std(double s) { init_std_ = s; return *this; }
+  model_options& init_std(double s) {
+    init_std_ = s;
+    return *this;
+  }
   /// With fused attention on LibTorch >= 2.5: let the kernel share key/value heads across query
   /// heads (enable_gqa) instead of materialising repeated copies. Off = copy (for comparisons).
-  model_options& shared_kv_heads(bool on) { shared_kv_ = on; return *this; }
+  model_options& shared_kv_heads(bool on) {
+    shared_kv_ = on;
+    return *this;
+  }
   /// Compute the loss `n` target tokens at a time without the full [tokens, vocab] logits
   /// (chunked_loss.hpp); 0 = the full-logits form.
-  model_options& loss_chunk(std::int64_t n) { loss_chunk_ = n; return *this; }
+  model_options& loss_chunk(std::int64_t n) {
+    loss_chunk_ = n;
+    return *this;
+  }
 
   torch::Dtype dtype_ = torch::kFloat32;
   torch::Device device_ = torch::kCPU;
@@ -88,8 +109,7 @@ struct model_options {
 /// y = w * x / sqrt(mean(x^2) + eps), over the last dimension, computed in fp32.
 class RMSNormImpl : public torch::nn::Module {
  public:
-  RMSNormImpl(std::int64_t dim, double eps, torch::TensorOptions o, bool fused = true)
-      : eps_(eps), fused_(fused) {
+  RMSNormImpl(std::int64_t dim, double eps, torch::TensorOptions o, bool fused = true) : eps_(eps), fused_(fused) {
     weight = register_parameter("weight", torch::ones({dim}, o));
   }
 
@@ -131,16 +151,19 @@ class AttentionImpl : public torch::nn::Module {
 
  protected:
   AttentionImpl(const config& c, const model_options& o)
-      : heads_(c.num_heads), kv_heads_(c.num_kv_heads), head_dim_(c.head_dim), fused_(o.fused_),
+      : heads_(c.num_heads),
+        kv_heads_(c.num_kv_heads),
+        head_dim_(c.head_dim),
+        fused_(o.fused_),
         shared_kv_(o.shared_kv_) {
     const auto to = o.tensor_options();
-    qkv_proj = register_module("qkv_proj", Projection(c.hidden_size,
-                                                      std::vector<projection_target>{{"q_proj", c.q_dim()},
-                                                                                     {"k_proj", c.kv_dim()},
-                                                                                     {"v_proj", c.kv_dim()}},
-                                                      to, o.init_std_));
-    o_proj = register_module("o_proj", Projection(c.q_dim(), std::vector<projection_target>{{"o_proj", c.hidden_size}},
-                                                  to, o.init_std_));
+    qkv_proj = register_module("qkv_proj",
+                               Projection(c.hidden_size,
+                                          std::vector<projection_target>{
+                                              {"q_proj", c.q_dim()}, {"k_proj", c.kv_dim()}, {"v_proj", c.kv_dim()}},
+                                          to, o.init_std_));
+    o_proj = register_module(
+        "o_proj", Projection(c.q_dim(), std::vector<projection_target>{{"o_proj", c.hidden_size}}, to, o.init_std_));
   }
 
   /// q, k, v of x, each [batch, seq, heads, head_dim] (k and v with the key/value heads): views of
@@ -170,12 +193,18 @@ class AttentionImpl : public torch::nn::Module {
       if (shared_kv_ && groups > 1)
         return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, {}, /*enable_gqa=*/true);
 #endif
-      if (groups > 1) { k = repeat_kv(k, groups); v = repeat_kv(v, groups); }
+      if (groups > 1) {
+        k = repeat_kv(k, groups);
+        v = repeat_kv(v, groups);
+      }
       return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
     }
 #endif
     // Plain attention, as transformers' eager path: softmax in fp32, then back to the model dtype.
-    if (groups > 1) { k = repeat_kv(k, groups); v = repeat_kv(v, groups); }
+    if (groups > 1) {
+      k = repeat_kv(k, groups);
+      v = repeat_kv(v, groups);
+    }
     const auto s = q.size(2);
     auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(head_dim_)));
     auto future = torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
@@ -222,13 +251,13 @@ class MLPImpl : public torch::nn::Module {
   MLPImpl(const config& c, const model_options& o) {
     const auto to = o.tensor_options();
     gate_up_proj = register_module(
-        "gate_up_proj", Projection(c.hidden_size,
-                                   std::vector<projection_target>{{"gate_proj", c.intermediate_size},
-                                                                  {"up_proj", c.intermediate_size}},
-                                   to, o.init_std_));
-    down_proj = register_module("down_proj", Projection(c.intermediate_size,
-                                                        std::vector<projection_target>{{"down_proj", c.hidden_size}},
-                                                        to, o.init_std_));
+        "gate_up_proj",
+        Projection(c.hidden_size,
+                   std::vector<projection_target>{{"gate_proj", c.intermediate_size}, {"up_proj", c.intermediate_size}},
+                   to, o.init_std_));
+    down_proj = register_module(
+        "down_proj",
+        Projection(c.intermediate_size, std::vector<projection_target>{{"down_proj", c.hidden_size}}, to, o.init_std_));
   }
 
   torch::Tensor forward(const torch::Tensor& x) {
@@ -361,13 +390,14 @@ class CausalLMImpl : public torch::nn::Module {
 
   void pretty_print(std::ostream& os) const override {
     os << family_name(cfg_.family) << "(" << cfg_.name << ": " << cfg_.num_layers << " layers, hidden "
-       << cfg_.hidden_size << ", heads " << cfg_.num_heads << "/" << cfg_.num_kv_heads << ", vocab " << cfg_.vocab_size << ")";
+       << cfg_.hidden_size << ", heads " << cfg_.num_heads << "/" << cfg_.num_kv_heads << ", vocab " << cfg_.vocab_size
+       << ")";
   }
 
   torch::Tensor embed_tokens;  ///< [vocab, hidden]; also the output head when tied
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
-  torch::Tensor lm_head;       ///< only when the config does not tie embeddings
+  torch::Tensor lm_head;  ///< only when the config does not tie embeddings
 
  private:
   config cfg_;

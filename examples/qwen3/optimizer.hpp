@@ -62,7 +62,8 @@ class adamw {
       if (!p.is_floating_point()) throw std::invalid_argument("adamw: parameters must be floating point");
       // The tensor AdamW updates: an fp32 master copy of an fp16 parameter, else the parameter.
       const bool master = p.scalar_type() == torch::kHalf;
-      masters_.push_back(master ? p.detach().to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true) : torch::Tensor());
+      masters_.push_back(master ? p.detach().to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true)
+                                : torch::Tensor());
       master_grads_.push_back(master ? torch::zeros_like(masters_.back()) : torch::Tensor());
       const auto& u = master ? masters_.back() : p;
       exp_avg_.push_back(torch::zeros_like(u, torch::MemoryFormat::Preserve));

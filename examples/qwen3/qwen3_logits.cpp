@@ -33,7 +33,9 @@ const CLI::Validator torch_device(
 /// --ids: each id non-negative (CLI11's own range check words this badly for 64-bit numbers); the
 /// upper bound, the vocabulary size, is known once the snapshot's config is read.
 const CLI::Validator token_id(
-    [](std::string& id) { return !id.empty() && id[0] == '-' ? "token ids are non-negative, got " + id : std::string(); },
+    [](std::string& id) {
+      return !id.empty() && id[0] == '-' ? "token ids are non-negative, got " + id : std::string();
+    },
     "ID", "token id");
 }  // namespace
 
@@ -41,13 +43,19 @@ int main(int argc, char** argv) {
   std::string folder, out, dtype_name = "float32", device_name = "cpu";
   std::vector<std::int64_t> ids;
   bool plain = false;
-  CLI::App app{"Logits of a Hugging Face Qwen3 or Llama snapshot on a fixed token sequence, written as safetensors "
-               "(\"ids\" int64 [1, seq], \"logits\" float32 [1, seq, vocab]) for comparing implementations."};
-  app.add_option("SNAPSHOT_DIR", folder, "snapshot folder (config.json + safetensors)")->required()->check(CLI::ExistingDirectory);
+  CLI::App app{
+      "Logits of a Hugging Face Qwen3 or Llama snapshot on a fixed token sequence, written as safetensors "
+      "(\"ids\" int64 [1, seq], \"logits\" float32 [1, seq, vocab]) for comparing implementations."};
+  app.add_option("SNAPSHOT_DIR", folder, "snapshot folder (config.json + safetensors)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   app.add_option("OUT", out, "output file (.safetensors)")->required();
   app.add_option("--ids", ids, "comma-separated token ids (default: 32 ids spread over the vocabulary)")
-      ->delimiter(',')->check(token_id);
-  app.add_option("--dtype", dtype_name, "float32 | bfloat16")->check(CLI::IsMember({"float32", "bfloat16"}))->capture_default_str();
+      ->delimiter(',')
+      ->check(token_id);
+  app.add_option("--dtype", dtype_name, "float32 | bfloat16")
+      ->check(CLI::IsMember({"float32", "bfloat16"}))
+      ->capture_default_str();
   app.add_option("--device", device_name, "cpu | cuda | cuda:N")->check(torch_device)->capture_default_str();
   app.add_flag("--plain", plain, "plain operators instead of the fused ones (scaled-dot-product attention, rms_norm)");
   CLI11_PARSE(app, argc, argv);

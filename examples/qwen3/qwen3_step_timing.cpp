@@ -61,21 +61,30 @@ int main(int argc, char** argv) {
   std::int64_t steps = 10, warmup = 3, seq = 512, loss_chunk = 0;
   std::string dtype_name = "bfloat16";
   bool checkpointing = false, expand_kv = false, fp32_adapters = false;
-  CLI::App app{"Bare median step time of the Qwen3 LoRA trainer per schedule, without the profiler "
-               "(the profiled experiment is qwen3_accumulation)."};
-  app.add_option("--preset", preset, "model preset")->check(CLI::IsMember(qwen3::preset_names()))->capture_default_str();
+  CLI::App app{
+      "Bare median step time of the Qwen3 LoRA trainer per schedule, without the profiler "
+      "(the profiled experiment is qwen3_accumulation)."};
+  app.add_option("--preset", preset, "model preset")
+      ->check(CLI::IsMember(qwen3::preset_names()))
+      ->capture_default_str();
   app.add_option("--schedules", schedules, "comma-separated MxA schedules (micro-batch x accumulation)")
-      ->check(schedule_list)->capture_default_str();
-  app.add_option("--steps", steps, "timed optimizer steps per schedule")->check(CLI::Range(1, 1000000))->capture_default_str();
+      ->check(schedule_list)
+      ->capture_default_str();
+  app.add_option("--steps", steps, "timed optimizer steps per schedule")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps before them")->check(CLI::Range(0, 1000000))->capture_default_str();
   app.add_option("--seq-len", seq, "tokens per example")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  app.add_option("--dtype", dtype_name, "bfloat16 | float32")->check(CLI::IsMember({"bfloat16", "float32"}))->capture_default_str();
+  app.add_option("--dtype", dtype_name, "bfloat16 | float32")
+      ->check(CLI::IsMember({"bfloat16", "float32"}))
+      ->capture_default_str();
   app.add_flag("--checkpointing", checkpointing, "recompute each decoder layer in backward");
   app.add_option("--device", device_name, "cpu | cuda | cuda:N (default: cuda when available)")->check(torch_device);
   app.add_flag("--expand-kv", expand_kv, "copy key/value heads for attention instead of sharing them (enable_gqa)");
   app.add_flag("--fp32-adapters", fp32_adapters, "LoRA adapters in float32 (peft's default adapter dtype)");
   app.add_option("--loss-chunk", loss_chunk, "loss computed this many target tokens at a time (0: full logits)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   const torch::Dtype dtype = dtype_name == "float32" ? torch::kFloat32 : torch::kBFloat16;
   try {
@@ -84,12 +93,15 @@ int main(int argc, char** argv) {
     qwen3::synthetic_tokens data(cfg.vocab_size, seq, 1234);
     std::printf("%s, seq %lld, %s, checkpointing %s, %s%s%s, loss chunk %lld\n", preset.c_str(),
                 static_cast<long long>(seq), dtype == torch::kBFloat16 ? "bf16" : "fp32", checkpointing ? "on" : "off",
-                device_name.c_str(), expand_kv ? ", key/value heads expanded" : "", fp32_adapters ? ", fp32 adapters" : "",
-                static_cast<long long>(loss_chunk));
+                device_name.c_str(), expand_kv ? ", key/value heads expanded" : "",
+                fp32_adapters ? ", fp32 adapters" : "", static_cast<long long>(loss_chunk));
     for (const auto& s : qwen3::parse_schedules(schedules)) {
       torch::manual_seed(1234);
-      auto model = qwen3::make_model(cfg, qwen3::model_options().dtype(dtype).device(device)
-                                              .gradient_checkpointing(checkpointing).shared_kv_heads(!expand_kv)
+      auto model = qwen3::make_model(cfg, qwen3::model_options()
+                                              .dtype(dtype)
+                                              .device(device)
+                                              .gradient_checkpointing(checkpointing)
+                                              .shared_kv_heads(!expand_kv)
                                               .loss_chunk(loss_chunk));
       qwen3::lora_options lo;
       if (fp32_adapters) lo.dtype = torch::kFloat32;

@@ -36,7 +36,7 @@ inline torch::Tensor rotary_inv_freq(std::int64_t head_dim, double theta,
 
   const auto& s = *scaling;
   const double context = static_cast<double>(s.original_max_position_embeddings);
-  const double long_wavelength = context / s.low_freq_factor;   // beyond: stretched by factor
+  const double long_wavelength = context / s.low_freq_factor;    // beyond: stretched by factor
   const double short_wavelength = context / s.high_freq_factor;  // below: kept
   // reciprocal() * x is how Python evaluates x / tensor; LibTorch's x / tensor divides instead
   // (1 ulp apart), and a wavelength on the wrong side of a boundary would change a frequency.

@@ -122,9 +122,8 @@ inline void write(const std::string& path, const std::vector<std::pair<std::stri
     if (header.contains(kv.first)) throw format_error(path + ": duplicate tensor name '" + kv.first + "'");
     auto t = kv.second.detach().to(torch::kCPU).contiguous();
     const std::uint64_t bytes = static_cast<std::uint64_t>(t.numel()) * t.element_size();
-    header[kv.first] = {{"dtype", dtype_name(t.scalar_type())},
-                        {"shape", t.sizes().vec()},
-                        {"data_offsets", {offset, offset + bytes}}};
+    header[kv.first] = {
+        {"dtype", dtype_name(t.scalar_type())}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
     cpu.push_back(std::move(t));
   }
@@ -160,7 +159,8 @@ class snapshot {
         throw format_error(index_path + ": no weight_map object");
       std::map<std::string, std::shared_ptr<reader>> shards;
       for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-        if (!it->is_string()) throw format_error(index_path + ": weight_map entry '" + it.key() + "' is not a file name");
+        if (!it->is_string())
+          throw format_error(index_path + ": weight_map entry '" + it.key() + "' is not a file name");
         const auto file = it->get<std::string>();
         if (file.find('/') != std::string::npos || file.find("..") != std::string::npos)
           throw format_error(index_path + ": shard name '" + file + "' is not a plain file name");

@@ -37,7 +37,7 @@ struct format_error : std::runtime_error {
 
 /// One header entry.
 struct entry {
-  std::string dtype;                 ///< as written in the file ("BF16", ...)
+  std::string dtype;  ///< as written in the file ("BF16", ...)
   std::vector<std::int64_t> shape;
   std::uint64_t begin = 0, end = 0;  ///< byte range within the data section
 };
@@ -59,9 +59,8 @@ inline constexpr std::uint64_t max_elements = std::uint64_t{1} << 48;
 /// Bytes per element of a safetensors dtype name. Throws format_error for names this reader does not
 /// map (safetensors.hpp maps the same names to LibTorch dtypes).
 inline std::uint64_t dtype_size(const std::string& name, const std::string& where) {
-  static const std::map<std::string, std::uint64_t> table{
-      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},
-      {"I32", 4}, {"I16", 2}, {"I8", 1},  {"U8", 1},   {"BOOL", 1}};
+  static const std::map<std::string, std::uint64_t> table{{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},
+                                                          {"I32", 4}, {"I16", 2}, {"I8", 1},  {"U8", 1},   {"BOOL", 1}};
   auto it = table.find(name);
   if (it == table.end()) throw format_error(where + ": unsupported dtype '" + name + "'");
   return it->second;
@@ -140,8 +139,8 @@ inline header parse_header(const std::string& path, const std::string& text, std
       throw format_error(where + ": shape and dtype " + e.dtype + " need " + std::to_string(expect) +
                          " bytes but data_offsets span " + std::to_string(e.end - e.begin));
     if (e.end > data_size)
-      throw format_error(where + ": data ends at byte " + std::to_string(e.end) + " of a " +
-                         std::to_string(data_size) + "-byte data section: truncated file?");
+      throw format_error(where + ": data ends at byte " + std::to_string(e.end) + " of a " + std::to_string(data_size) +
+                         "-byte data section: truncated file?");
     h.entries.emplace(name, std::move(e));
   }
   // No two tensors may share bytes (a corrupt or crafted header could alias them).

@@ -60,7 +60,8 @@ inline schedule parse_schedule(const std::string& text) {
   if (item.empty()) throw std::invalid_argument("empty schedule item (expected MxA, e.g. 2x2)");
   const auto x = item.find_first_of("xX");
   if (x == std::string::npos)
-    throw std::invalid_argument("schedule '" + item + "': no 'x' between micro-batch and accumulation (expected MxA, e.g. 2x2)");
+    throw std::invalid_argument("schedule '" + item +
+                                "': no 'x' between micro-batch and accumulation (expected MxA, e.g. 2x2)");
   if (item.find_first_of("xX", x + 1) != std::string::npos)
     throw std::invalid_argument("schedule '" + item + "': more than one 'x' (expected MxA, e.g. 2x2)");
   schedule s;
@@ -70,8 +71,8 @@ inline schedule parse_schedule(const std::string& text) {
   if (!examples || *examples > max_examples_per_step)
     throw std::invalid_argument("schedule '" + item + "': micro-batch x accumulation is " +
                                 (examples ? std::to_string(*examples) : std::string("beyond 64 bits")) +
-                                " examples per optimizer step; the limit is " +
-                                std::to_string(max_examples_per_step) + " (2^20)");
+                                " examples per optimizer step; the limit is " + std::to_string(max_examples_per_step) +
+                                " (2^20)");
   return s;
 }
 
@@ -109,8 +110,7 @@ inline std::vector<schedule> parse_schedules(const std::string& list) {
                                   std::to_string(s.effective_batch()));
   for (std::size_t i = 0; i < out.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
-      if (out[j] == out[i])
-        throw std::invalid_argument("schedule " + out[i].name() + " is given twice");
+      if (out[j] == out[i]) throw std::invalid_argument("schedule " + out[i].name() + " is given twice");
   return out;
 }
 

@@ -64,8 +64,11 @@ inline std::vector<schedule> sweep_schedules(std::int64_t effective_batch) {
 inline void print_trial(const traceml::sweep_trial& t, const traceml::sweep_trial_outcome& out) {
   if (out.run) {
     const auto& s = out.run->summary;
-    if (t.probe) std::fprintf(stderr, "[sweep] %s: fits (%zu steps)\n", t.name.c_str(), s.steps);
-    else std::fprintf(stderr, "[sweep] %s: median step %.1f ms over %zu steps\n", t.name.c_str(), s.step_ms.median, s.step_ms.count);
+    if (t.probe)
+      std::fprintf(stderr, "[sweep] %s: fits (%zu steps)\n", t.name.c_str(), s.steps);
+    else
+      std::fprintf(stderr, "[sweep] %s: median step %.1f ms over %zu steps\n", t.name.c_str(), s.step_ms.median,
+                   s.step_ms.count);
     return;
   }
   std::fprintf(stderr, "[sweep] %s: %s: %s\n", t.name.c_str(), traceml::to_string(out.status), out.error.c_str());
@@ -97,7 +100,8 @@ inline traceml::sweep_result run_schedule_sweep(const sweep_setup& s, const toke
                                        {"repeat", t.probe ? std::string("probe") : std::to_string(t.repeat + 1)}});
     if (t.probe) return;  // a probe writes nothing: it only asks whether the schedule fits
     // Each repeat its own per-step file, named as the experiment's (files::steps), so none overwrites another.
-    po.jsonl_path = s.out + "/" + files::steps(t.schedule.name(), static_cast<int>(t.repeat), static_cast<int>(s.repeats));
+    po.jsonl_path =
+        s.out + "/" + files::steps(t.schedule.name(), static_cast<int>(t.repeat), static_cast<int>(s.repeats));
     if (s.traces && t.repeat == 0) po.trace_path = s.out + "/" + files::trace(t.schedule.name());
   };
   return traceml::sweep(o, [&](const traceml::sweep_trial& t, traceml::profiler& prof) {
@@ -124,9 +128,12 @@ inline traceml::sweep_result run_schedule_sweep(const sweep_setup& s, const toke
 inline std::vector<schedule_result> sweep_schedule_results(const traceml::sweep_result& r) {
   std::vector<schedule_result> out;
   for (const auto& c : r.candidates) {
-    if (c.ranked()) out.push_back({c.name(), c.runs, ""});
-    else if (c.status == traceml::sweep_status::out_of_memory) out.push_back({c.name(), {}, "OOM: " + c.note});
-    else if (c.status != traceml::sweep_status::not_measured) out.push_back({c.name(), {}, c.note});
+    if (c.ranked())
+      out.push_back({c.name(), c.runs, ""});
+    else if (c.status == traceml::sweep_status::out_of_memory)
+      out.push_back({c.name(), {}, "OOM: " + c.note});
+    else if (c.status != traceml::sweep_status::not_measured)
+      out.push_back({c.name(), {}, c.note});
   }
   return out;
 }

@@ -32,13 +32,13 @@ inline std::vector<std::uint32_t> decode_token_ids(const std::string& path, cons
   std::vector<std::uint32_t> ids(n);
   for (std::uint64_t i = 0; i < n; ++i) {
     const unsigned char* b = bytes.data() + 4 * i;
-    const std::uint32_t v = std::uint32_t(b[0]) | std::uint32_t(b[1]) << 8 | std::uint32_t(b[2]) << 16 |
-                            std::uint32_t(b[3]) << 24;
+    const std::uint32_t v =
+        std::uint32_t(b[0]) | std::uint32_t(b[1]) << 8 | std::uint32_t(b[2]) << 16 | std::uint32_t(b[3]) << 24;
     if (static_cast<std::int64_t>(v) >= vocab_size)
       throw std::runtime_error(path + ": token " + std::to_string(i) + " (byte offset " + std::to_string(4 * i) +
-                               ", example " + std::to_string(i / seq_len) + " position " +
-                               std::to_string(i % seq_len) + ") is " + std::to_string(v) +
-                               ", outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+                               ", example " + std::to_string(i / seq_len) + " position " + std::to_string(i % seq_len) +
+                               ") is " + std::to_string(v) + ", outside the vocabulary [0, " +
+                               std::to_string(vocab_size) + ")");
     ids[i] = v;
   }
   return ids;

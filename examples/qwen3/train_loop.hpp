@@ -35,10 +35,10 @@
 namespace qwen3 {
 
 struct train_options {
-  schedule sched;                ///< MxA
-  std::int64_t steps = 100;      ///< optimizer updates
-  std::int64_t first_step = 0;   ///< data position: step s reads the examples of global step first_step + s
-  bool sync_each_step = false;   ///< read the loss (a CPU-GPU sync) at the end of every step
+  schedule sched;               ///< MxA
+  std::int64_t steps = 100;     ///< optimizer updates
+  std::int64_t first_step = 0;  ///< data position: step s reads the examples of global step first_step + s
+  bool sync_each_step = false;  ///< read the loss (a CPU-GPU sync) at the end of every step
   /// Forward and backward replayed from CUDA graphs (captured beforehand, cuda_graph.hpp); null =
   /// eager. Gradients are then zeroed in place rather than dropped.
   graphed_microbatch* graphs = nullptr;
@@ -70,8 +70,10 @@ inline torch::Tensor accumulate_step(CausalLMImpl& model, const token_source& da
     callbacks.on_phase_begin(phase_kind::dataloader);
     auto ids = microbatch(data, s, global_step, micro);
     // Pinned host memory lets the copy run asynchronously on the stream (no sync here).
-    if (graphs) graphs->load(ids.pin_memory());  // into the graph's input buffer, asynchronously
-    else if (device.is_cuda()) ids = ids.pin_memory().to(device, /*non_blocking=*/true);
+    if (graphs)
+      graphs->load(ids.pin_memory());  // into the graph's input buffer, asynchronously
+    else if (device.is_cuda())
+      ids = ids.pin_memory().to(device, /*non_blocking=*/true);
     callbacks.on_phase_end(phase_kind::dataloader);
 
     callbacks.on_phase_begin(phase_kind::forward);
@@ -85,9 +87,12 @@ inline torch::Tensor accumulate_step(CausalLMImpl& model, const token_source& da
     callbacks.on_phase_end(phase_kind::forward);
 
     callbacks.on_phase_begin(phase_kind::backward);
-    if (graphs) graphs->backward();
-    else if (scaler) (loss * scaler->scale()).backward();
-    else loss.backward();
+    if (graphs)
+      graphs->backward();
+    else if (scaler)
+      (loss * scaler->scale()).backward();
+    else
+      loss.backward();
     callbacks.on_phase_end(phase_kind::backward);
 
     {
@@ -132,8 +137,10 @@ inline std::vector<double> train(CausalLMImpl& model, adamw& opt, const token_so
     opt.zero_grad(!keep_grads);
     callbacks.on_phase_end(phase_kind::optimizer);
 
-    if (t.sync_each_step) losses.push_back(step_loss.item<double>());  // CPU-GPU sync point
-    else step_losses.push_back(step_loss);
+    if (t.sync_each_step)
+      losses.push_back(step_loss.item<double>());  // CPU-GPU sync point
+    else
+      step_losses.push_back(step_loss);
     callbacks.on_step_end();
   }
   callbacks.on_train_end();

@@ -32,15 +32,15 @@ namespace qwen3 {
 
 /// What every schedule's trainer shares.
 struct trainer_setup {
-  config cfg;                       ///< the shape: a preset, or the snapshot's config.json
-  std::string model_dir;            ///< a Hugging Face snapshot folder; empty: random weights from `seed`
+  config cfg;             ///< the shape: a preset, or the snapshot's config.json
+  std::string model_dir;  ///< a Hugging Face snapshot folder; empty: random weights from `seed`
   torch::Dtype dtype = torch::kFloat32;
   torch::Device device = torch::kCPU;
-  bool checkpointing = true;        ///< recompute each decoder layer in backward
-  bool cuda_graphs = false;         ///< capture one micro-batch's forward and backward (falls back to eager)
+  bool checkpointing = true;  ///< recompute each decoder layer in backward
+  bool cuda_graphs = false;   ///< capture one micro-batch's forward and backward (falls back to eager)
   std::int64_t seq_len = 128;
-  std::uint64_t seed = 1234;        ///< weights, adapters
-  std::int64_t loss_chunk = 0;      ///< target tokens per chunk of the loss (chunked_loss.hpp); 0: full logits
+  std::uint64_t seed = 1234;    ///< weights, adapters
+  std::int64_t loss_chunk = 0;  ///< target tokens per chunk of the loss (chunked_loss.hpp); 0: full logits
 };
 
 /// One schedule's model, optimizer and, when captured, graphs.
@@ -56,8 +56,8 @@ struct trainer {
 /// eager. No CPU-GPU sync at the end: the caller synchronizes before timing anything.
 inline trainer make_trainer(const trainer_setup& s, const token_source& data, const schedule& sched) {
   torch::manual_seed(s.seed);
-  auto mopts = model_options().dtype(s.dtype).device(s.device).gradient_checkpointing(s.checkpointing)
-                   .loss_chunk(s.loss_chunk);
+  auto mopts =
+      model_options().dtype(s.dtype).device(s.device).gradient_checkpointing(s.checkpointing).loss_chunk(s.loss_chunk);
   auto model = s.model_dir.empty() ? make_model(s.cfg, mopts) : from_pretrained(s.model_dir, mopts);
   trainer t{model, adamw(apply_lora(*model, lora_options{})), nullptr, nullptr};  // fp32 masters for fp16 adapters
   if (s.dtype == torch::kHalf) t.scaler = std::make_unique<loss_scaler>(s.device);

@@ -107,7 +107,9 @@ inline void save_pretrained(CausalLMImpl& m, const std::string& folder, std::opt
     std::ofstream cfg(folder + "/config.json");
     if (!cfg) throw std::runtime_error(folder + "/config.json: cannot create");
     auto j = to_json(m.cfg());
-    j["torch_dtype"] = dtype ? (*dtype == torch::kBFloat16 ? "bfloat16" : *dtype == torch::kFloat16 ? "float16" : "float32")
+    j["torch_dtype"] = dtype ? (*dtype == torch::kBFloat16  ? "bfloat16"
+                                : *dtype == torch::kFloat16 ? "float16"
+                                                            : "float32")
                              : "float32";
     cfg << j.dump(2) << "\n";
   }

@@ -6,8 +6,8 @@
 //   callbacks.on_train_begin();
 //   for (...) {
 //     callbacks.on_step_begin();
-//     callbacks.on_phase_begin(traceml::phase_kind::forward); ...; callbacks.on_phase_end(traceml::phase_kind::forward);
-//     callbacks.on_step_end();
+//     callbacks.on_phase_begin(traceml::phase_kind::forward); ...;
+//     callbacks.on_phase_end(traceml::phase_kind::forward); callbacks.on_step_end();
 //   }
 //   callbacks.on_train_end();
 #pragma once
@@ -49,12 +49,24 @@ class callback_list {
   void add(callback& cb) { callbacks_.push_back(&cb); }
   std::size_t size() const noexcept { return callbacks_.size(); }
 
-  void on_train_begin() { forward_order([](callback& c) { c.on_train_begin(); }); }
-  void on_train_end() { reverse_order([](callback& c) { c.on_train_end(); }); }
-  void on_step_begin() { forward_order([](callback& c) { c.on_step_begin(); }); }
-  void on_step_end() { reverse_order([](callback& c) { c.on_step_end(); }); }
-  void on_microbatch_begin() { forward_order([](callback& c) { c.on_microbatch_begin(); }); }
-  void on_microbatch_end() { reverse_order([](callback& c) { c.on_microbatch_end(); }); }
+  void on_train_begin() {
+    forward_order([](callback& c) { c.on_train_begin(); });
+  }
+  void on_train_end() {
+    reverse_order([](callback& c) { c.on_train_end(); });
+  }
+  void on_step_begin() {
+    forward_order([](callback& c) { c.on_step_begin(); });
+  }
+  void on_step_end() {
+    reverse_order([](callback& c) { c.on_step_end(); });
+  }
+  void on_microbatch_begin() {
+    forward_order([](callback& c) { c.on_microbatch_begin(); });
+  }
+  void on_microbatch_end() {
+    reverse_order([](callback& c) { c.on_microbatch_end(); });
+  }
   /// `name` defaults to the kind's own name ("forward"); a name given need only be valid during the call.
   void on_phase_begin(phase_kind kind, const char* name = nullptr) {
     const char* n = name ? name : to_string(kind);
@@ -66,8 +78,12 @@ class callback_list {
   }
 
  private:
-  template <class F> void forward_order(F&& f) { for (auto* c : callbacks_) f(*c); }
-  template <class F> void reverse_order(F&& f) {
+  template <class F>
+  void forward_order(F&& f) {
+    for (auto* c : callbacks_) f(*c);
+  }
+  template <class F>
+  void reverse_order(F&& f) {
     for (auto it = callbacks_.rbegin(); it != callbacks_.rend(); ++it) f(**it);
   }
   std::vector<callback*> callbacks_;
@@ -85,9 +101,7 @@ struct hook_stack {
 inline thread_local hook_stack tls_hooks;
 
 TRACEML_BEGIN_MODE_NAMESPACE
-inline const char* describe_open(const hook_stack& s) {
-  return s.size ? s.spans[s.size - 1].name : "nothing";
-}
+inline const char* describe_open(const hook_stack& s) { return s.size ? s.spans[s.size - 1].name : "nothing"; }
 
 /// Cold: a begin hook that may not open here (too deep, a step inside a scope, a micro-batch not
 /// directly inside a step). Slow path (allocates).
@@ -135,8 +149,8 @@ inline void report_end_with_nothing_open(phase_kind kind, const char* name) noex
 /// Cold: an end hook that does not match the innermost open scope.
 inline void report_end_out_of_order(phase_kind kind, const char* name, const open_span& top) noexcept {
   const std::string what = describe_end_hook(kind, name);
-  report_once("hook-order-" + what, what + " called while '" + top.name +
-                                        "' is the innermost open scope; hook ignored (hooks must nest)");
+  report_once("hook-order-" + what,
+              what + " called while '" + top.name + "' is the innermost open scope; hook ignored (hooks must nest)");
 }
 
 /// Cost when the hook matches the innermost open scope (the normal case): a pointer compare (or a
@@ -179,8 +193,8 @@ inline void hook_discard_thread() noexcept {
 inline void hook_reset_thread() noexcept {
   const auto& s = tls_hooks;
   if (s.size > 0)
-    report_once("hook-left-open", std::string("on_train_end() with '") + describe_open(s) +
-                                      "' still open; it is discarded");
+    report_once("hook-left-open",
+                std::string("on_train_end() with '") + describe_open(s) + "' still open; it is discarded");
   hook_discard_thread();
 }
 TRACEML_END_MODE_NAMESPACE
@@ -227,7 +241,9 @@ class recording_callback : public callback {
       return;
     }
     const char* own = to_string(kind);
-    const char* kept = !name || name == own ? own : !*name ? detail::empty_name : detail::intern_name(name, std::strlen(name));
+    const char* kept = !name || name == own ? own
+                       : !*name             ? detail::empty_name
+                                            : detail::intern_name(name, std::strlen(name));
     // Out of memory (said once): its end hook matches by kind, as past the table's bounds.
     detail::hook_begin(kind, kept ? kept : detail::too_many_names_label);
   }

@@ -109,12 +109,13 @@ inline const tsc_calibration& tsc() noexcept {
 #if defined(__GNUC__)
 __attribute__((always_inline))  // in a large translation unit GCC otherwise calls it: a call per read
 #endif
-inline std::int64_t now_ns() noexcept {
+inline std::int64_t
+now_ns() noexcept {
 #if TRACEML_HAS_TSC
   const auto& c = detail::tsc();
   if (c.usable)
-    return c.base_ns + static_cast<std::int64_t>(static_cast<double>(static_cast<std::int64_t>(__rdtsc() - c.base_tsc)) *
-                                                 c.ns_per_tick);
+    return c.base_ns + static_cast<std::int64_t>(
+                           static_cast<double>(static_cast<std::int64_t>(__rdtsc() - c.base_tsc)) * c.ns_per_tick);
 #endif
   return detail::steady_ns();
 }

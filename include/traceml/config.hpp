@@ -11,8 +11,12 @@
 
 // A versioned inline namespace keeps two different traceml versions linked into one program from
 // silently sharing (and breaking) each other's inline state.
-#define TRACEML_BEGIN_NAMESPACE namespace traceml { inline namespace v0 {
-#define TRACEML_END_NAMESPACE } }
+#define TRACEML_BEGIN_NAMESPACE \
+  namespace traceml {           \
+  inline namespace v0 {
+#define TRACEML_END_NAMESPACE \
+  }                           \
+  }
 
 #define TRACEML_CONCAT_IMPL(a, b) a##b
 #define TRACEML_CONCAT(a, b) TRACEML_CONCAT_IMPL(a, b)

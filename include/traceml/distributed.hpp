@@ -79,7 +79,8 @@ inline std::string rank_key(const std::string& run, int rank) {
 /// arrive, or whose data did not decode, each said once on stderr). Other ranks return nullopt.
 /// `run` keeps several runs in one store apart. Throws invalid_argument for a rank outside the world.
 inline std::optional<rank_merge> gather_ranks(c10d::Store& store, const std::string& run, const rank_steps& mine,
-                                              int world_size, std::chrono::milliseconds timeout, std::size_t warmup = 0) {
+                                              int world_size, std::chrono::milliseconds timeout,
+                                              std::size_t warmup = 0) {
   if (mine.rank < 0 || mine.rank >= world_size)
     throw std::invalid_argument("gather_ranks: rank " + std::to_string(mine.rank) + " is outside 0.." +
                                 std::to_string(world_size - 1));
@@ -91,7 +92,8 @@ inline std::optional<rank_merge> gather_ranks(c10d::Store& store, const std::str
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (int r = 1; r < world_size; ++r) {
     const std::string key = detail::rank_key(run, r);
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     try {
       // Once the deadline has passed, only what has already arrived counts.
       const bool there = left.count() > 0 ? (store.wait({key}, left), true) : store.check({key});
@@ -108,8 +110,8 @@ inline std::optional<rank_merge> gather_ranks(c10d::Store& store, const std::str
     } catch (const std::exception& e) {  // the store's timeout, or its connection lost
       std::string why = e.what();
       why = why.substr(0, why.find('\n'));  // LibTorch's errors go on with a backtrace
-      std::fprintf(stderr, "traceml: rank %d's steps did not arrive within the timeout (%s); it is reported missing\n", r,
-                   why.c_str());
+      std::fprintf(stderr, "traceml: rank %d's steps did not arrive within the timeout (%s); it is reported missing\n",
+                   r, why.c_str());
     }
   }
   return merge_ranks(got, world_size, warmup);

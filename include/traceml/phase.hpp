@@ -47,20 +47,45 @@ TRACEML_BEGIN_NAMESPACE
 ///   struct tokenize { static constexpr const char* name = "tokenize"; };
 ///   traceml::scoped_phase<tokenize> s;
 namespace phase {
-struct step { static constexpr phase_kind kind = phase_kind::step; static constexpr const char* name = "step"; };
-struct microbatch { static constexpr phase_kind kind = phase_kind::microbatch; static constexpr const char* name = "microbatch"; };
-struct dataloader { static constexpr phase_kind kind = phase_kind::dataloader; static constexpr const char* name = "dataloader"; };
-struct forward { static constexpr phase_kind kind = phase_kind::forward; static constexpr const char* name = "forward"; };
-struct backward { static constexpr phase_kind kind = phase_kind::backward; static constexpr const char* name = "backward"; };
-struct optimizer { static constexpr phase_kind kind = phase_kind::optimizer; static constexpr const char* name = "optimizer"; };
-struct communication { static constexpr phase_kind kind = phase_kind::communication; static constexpr const char* name = "communication"; };
+struct step {
+  static constexpr phase_kind kind = phase_kind::step;
+  static constexpr const char* name = "step";
+};
+struct microbatch {
+  static constexpr phase_kind kind = phase_kind::microbatch;
+  static constexpr const char* name = "microbatch";
+};
+struct dataloader {
+  static constexpr phase_kind kind = phase_kind::dataloader;
+  static constexpr const char* name = "dataloader";
+};
+struct forward {
+  static constexpr phase_kind kind = phase_kind::forward;
+  static constexpr const char* name = "forward";
+};
+struct backward {
+  static constexpr phase_kind kind = phase_kind::backward;
+  static constexpr const char* name = "backward";
+};
+struct optimizer {
+  static constexpr phase_kind kind = phase_kind::optimizer;
+  static constexpr const char* name = "optimizer";
+};
+struct communication {
+  static constexpr phase_kind kind = phase_kind::communication;
+  static constexpr const char* name = "communication";
+};
 }  // namespace phase
 
 namespace detail {
 template <class Tag, class = void>
-struct tag_kind { static constexpr phase_kind value = phase_kind::user; };
+struct tag_kind {
+  static constexpr phase_kind value = phase_kind::user;
+};
 template <class Tag>
-struct tag_kind<Tag, decltype(void(Tag::kind))> { static constexpr phase_kind value = Tag::kind; };
+struct tag_kind<Tag, decltype(void(Tag::kind))> {
+  static constexpr phase_kind value = Tag::kind;
+};
 }  // namespace detail
 
 /// A phase name given at run time, as named_phase and TRACEML_PHASE_NAMED take any name that is not
@@ -90,8 +115,10 @@ namespace detail {
 inline void report_unusable_phase_name(bool null) noexcept {
   static std::atomic<bool> said{false};
   if (!said.exchange(true, std::memory_order_relaxed))
-    std::fprintf(stderr, "traceml: a phase with a%s name was ignored (named_phase and TRACEML_PHASE_NAMED need a "
-                 "non-empty string)\n", null ? " null" : "n empty");
+    std::fprintf(stderr,
+                 "traceml: a phase with a%s name was ignored (named_phase and TRACEML_PHASE_NAMED need a "
+                 "non-empty string)\n",
+                 null ? " null" : "n empty");
 }
 
 /// A phase name must be a non-empty string: a null or empty one makes the scope record nothing.
@@ -189,7 +216,8 @@ class named_phase : public scope_guard_base {
   template <std::size_t N>
   explicit named_phase(char (&name)[N]) noexcept : named_phase(runtime_phase_name(static_cast<const char*>(name))) {}
   template <std::size_t N>
-  named_phase(phase_kind kind, char (&name)[N]) noexcept : named_phase(kind, runtime_phase_name(static_cast<const char*>(name))) {}
+  named_phase(phase_kind kind, char (&name)[N]) noexcept
+      : named_phase(kind, runtime_phase_name(static_cast<const char*>(name))) {}
   explicit named_phase(runtime_phase_name name) noexcept {
     if (!detail::recorder().enabled.load(std::memory_order_relaxed)) return;  // off: nothing copied
     const detail::interned_name kept = detail::kept_phase_name(name);
@@ -231,7 +259,8 @@ TRACEML_END_NAMESPACE
 /// TRACEML_PHASE_NAMED("tokenize"): a phase named by a string: a literal is kept as is, any other
 /// string (std::string, string_view, const char*) is copied once per distinct text (named_phase).
 /// Braces: TRACEML_PHASE_NAMED(std::string(s)) declares a scope, not a function.
-#define TRACEML_PHASE_NAMED(name) ::traceml::named_phase TRACEML_CONCAT(traceml_scope_, __COUNTER__){name}
+#define TRACEML_PHASE_NAMED(name) \
+  ::traceml::named_phase TRACEML_CONCAT(traceml_scope_, __COUNTER__) { name }
 /// TRACEML_EPOCH(): an epoch boundary here (traceml::mark_epoch()), between two epochs' steps.
 #define TRACEML_EPOCH() ::traceml::mark_epoch()
 #else

@@ -28,7 +28,8 @@ struct phase_key_hash {
   std::size_t operator()(const phase_key& k) const noexcept {
     std::size_t h = std::hash<std::string>{}(k.name);
     h ^= (static_cast<std::size_t>(k.kind) << 1) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h ^= static_cast<std::size_t>(static_cast<std::uint32_t>(k.microbatch)) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h ^= static_cast<std::size_t>(static_cast<std::uint32_t>(k.microbatch)) + 0x9e3779b97f4a7c15ull + (h << 6) +
+         (h >> 2);
     return h;
   }
 };

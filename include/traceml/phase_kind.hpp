@@ -12,7 +12,7 @@ TRACEML_BEGIN_NAMESPACE
 enum class phase_kind : std::uint8_t {
   step,
   microbatch,
-  dataloader,     ///< input fetch and host-to-device copy
+  dataloader,  ///< input fetch and host-to-device copy
   forward,
   backward,
   optimizer,
@@ -44,9 +44,7 @@ constexpr bool is_forward_backward(phase_kind k) noexcept {
 }
 
 /// True for kinds that are phases (everything except step and micro-batch boundaries).
-constexpr bool is_phase(phase_kind k) noexcept {
-  return k != phase_kind::step && k != phase_kind::microbatch;
-}
+constexpr bool is_phase(phase_kind k) noexcept { return k != phase_kind::step && k != phase_kind::microbatch; }
 
 /// The built-in kind called `name`, or phase_kind::user when the name is not a built-in one.
 inline phase_kind phase_kind_from_name(const char* name) noexcept {

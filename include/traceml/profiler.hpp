@@ -57,16 +57,16 @@ TRACEML_BEGIN_NAMESPACE
 /// What a run is called and where its outputs go. Empty paths switch an output off.
 struct profiler_options {
   std::string run_name = "run";
-  std::size_t warmup_steps = 5;   ///< excluded from statistics (never more than half the run)
-  double tokens_per_step = 0;     ///< for tokens/s; 0 = not reported
-  double samples_per_step = 0;    ///< for samples/s; 0 = not reported
-  std::string json_path;          ///< JSON summary, written by finish()
-  std::string jsonl_path;         ///< one line per step, appended and flushed as each step ends
-  std::string trace_path;         ///< Chrome/Perfetto trace, written by finish()
-  std::string html_path;          ///< self-contained HTML report with charts, written by finish()
-  bool print_table = true;        ///< print the terminal table at finish()
-  bool live = false;              ///< live view on a terminal while the run goes on (also TRACEML_LIVE=1; sinks/live_view.hpp)
-  std::size_t expected_steps = 0; ///< steps the run will take, for the live view's "of N" and ETA; 0 = not known
+  std::size_t warmup_steps = 5;  ///< excluded from statistics (never more than half the run)
+  double tokens_per_step = 0;    ///< for tokens/s; 0 = not reported
+  double samples_per_step = 0;   ///< for samples/s; 0 = not reported
+  std::string json_path;         ///< JSON summary, written by finish()
+  std::string jsonl_path;        ///< one line per step, appended and flushed as each step ends
+  std::string trace_path;        ///< Chrome/Perfetto trace, written by finish()
+  std::string html_path;         ///< self-contained HTML report with charts, written by finish()
+  bool print_table = true;       ///< print the terminal table at finish()
+  bool live = false;  ///< live view on a terminal while the run goes on (also TRACEML_LIVE=1; sinks/live_view.hpp)
+  std::size_t expected_steps = 0;  ///< steps the run will take, for the live view's "of N" and ETA; 0 = not known
   /// Steps kept in memory for result().steps and the JSON summary's "steps" (the JSONL has every
   /// step anyway). A longer run drops them once it passes this count, so that the profiler's memory
   /// does not grow with the run; statistics stream either way (summary.hpp).
@@ -88,8 +88,8 @@ struct profiler_options {
   /// max_other_thread_records bounds is a step end, not a drain of several steps; the worker's drain
   /// of N steps takes N + 1 times it, the one more for the step the training thread has open).
   bool background_step_end = true;
-  std::size_t trace_last_steps = 200;   ///< the Chrome trace keeps the last this many steps ...
-  std::size_t trace_recorded_steps = 8; ///< ... and, before them, this many with GPU kernel records
+  std::size_t trace_last_steps = 200;                       ///< the Chrome trace keeps the last this many steps ...
+  std::size_t trace_recorded_steps = 8;                     ///< ... and, before them, this many with GPU kernel records
   std::vector<std::pair<std::string, std::string>> config;  ///< echoed into the outputs
   /// This process's rank in a data-parallel run, written into every output (rank_identity.hpp);
   /// unset: RANK and WORLD_SIZE of the environment, as torchrun sets them (neither set: no rank).
@@ -109,8 +109,8 @@ struct profiler_options {
   /// shell sees status 130 or 143). A signal that comes after the last step is acted on at the end
   /// of finish(). A step that does not end (a hung collective, a kernel that never returns) is not
   /// interrupted: a second signal ends the process at once, by the default action, and then only
-  /// the JSONL (each line flushed within about a millisecond of its step's end) has the finished steps. Off by default, since signal handlers
-  /// belong to the program; where it is off, or the program ignores the signal, nothing changes.
+  /// the JSONL (each line flushed within about a millisecond of its step's end) has the finished steps. Off by default,
+  /// since signal handlers belong to the program; where it is off, or the program ignores the signal, nothing changes.
   /// The handlers exist from the profiler's construction to the end of finish() (stop_signal.hpp);
   /// compiled out (TRACEML_DISABLE), no handler is installed.
   bool finish_on_signal = false;
@@ -215,19 +215,25 @@ inline void report_drain_losses(const drain_counts& counts, std::int32_t step, s
                                  ": a thread recorded more than " + std::to_string(thread_ring::phase_room) +
                                  " phases between two step ends (its ring holds " +
                                  std::to_string(thread_ring::capacity) + " records, " +
-                                 std::to_string(thread_ring::reserved) + " of them kept for step and "
+                                 std::to_string(thread_ring::reserved) +
+                                 " of them kept for step and "
                                  "micro-batch ends; the thread never waits for room). Such a step is kept with the "
                                  "phases that fit, so its phase times are undercounted; each one says how many it "
                                  "lost (lost_phases in its JSONL line and in the summary's steps), the table counts "
                                  "them, and the run's count is the summary's dropped_records");
   if (counts.capped)
-    report_once("drain-capped", std::to_string(counts.capped_rings) + " threads other than the training thread "
-                                "recorded more than a step end takes from them (profiler_options::"
-                                "max_other_thread_records: " + std::to_string(others_limit) +
-                                " records per step in all, shared evenly; a thread within its equal part loses "
-                                "none): " + std::to_string(counts.capped) + " of their records were left out, so "
-                                "that the step end's cost stays bounded; their phases are undercounted in the "
-                                "step statistics from here on, and the run's count is the summary's capped_records");
+    report_once("drain-capped",
+                std::to_string(counts.capped_rings) +
+                    " threads other than the training thread "
+                    "recorded more than a step end takes from them (profiler_options::"
+                    "max_other_thread_records: " +
+                    std::to_string(others_limit) +
+                    " records per step in all, shared evenly; a thread within its equal part loses "
+                    "none): " +
+                    std::to_string(counts.capped) +
+                    " of their records were left out, so "
+                    "that the step end's cost stays bounded; their phases are undercounted in the "
+                    "step statistics from here on, and the run's count is the summary's capped_records");
 }
 
 /// A step that ended, as the training thread hands it over to the profiler's step worker: its
@@ -298,8 +304,9 @@ class step_outputs {
     if (!o_.on_trace_ready) return;
     windows_.finish(ready_);
     if (!windows_.windows())
-      report_once("on-trace-ready", "profiler_options::on_trace_ready was never called: no step was recorded by a "
-                                    "schedule (gpu_source_options::cupti_opts.schedule)");
+      report_once("on-trace-ready",
+                  "profiler_options::on_trace_ready was never called: no step was recorded by a "
+                  "schedule (gpu_source_options::cupti_opts.schedule)");
   }
 
   /// Closes the JSONL; its path into `failed` when it is missing or incomplete.
@@ -406,7 +413,8 @@ class profiler : public recording_callback, private recorder_observer {
     finished_ = true;
     finishing_.store(true, std::memory_order_relaxed);
     if (!attached_) return result_;
-    if (const int sig = stop_guard_ ? pending_stop_signal() : 0) result_.config.emplace_back("stopped_by", stop_signal_name(sig));
+    if (const int sig = stop_guard_ ? pending_stop_signal() : 0)
+      result_.config.emplace_back("stopped_by", stop_signal_name(sig));
     auto& R = detail::recorder();
     R.observe_phases.store(false, std::memory_order_relaxed);
     process_ended(nullptr);
@@ -573,7 +581,7 @@ class profiler : public recording_callback, private recorder_observer {
   /// Under mu_, records drained: one step's statistics, kept until its GPU facts are in (emitted at
   /// once without a GPU source).
   void process_step(const span_record& step, std::uint64_t lost) TRACEML_REQUIRES(mu_) {
-    std::vector<span_record> spans;    // the step's statistics
+    std::vector<span_record> spans;     // the step's statistics
     std::vector<span_record> outlived;  // of this step, ended after it: the trace only
     std::vector<span_record> rest;
     bool has_step_record = false;
@@ -600,8 +608,10 @@ class profiler : public recording_callback, private recorder_observer {
     if (!has_step_record) spans.push_back(step);
     if (const auto gap = outside_.add_step(step.step, step.begin_ns, step.end_ns); gap && outputs_.writes_trace())
       outputs_.trace().add_gap(*gap);
-    if (late_) report_once("late-records", "phases on other threads ended after their step was summarized (after the "
-                                           "step's end): they are left out of the step statistics");
+    if (late_)
+      report_once("late-records",
+                  "phases on other threads ended after their step was summarized (after the "
+                  "step's end): they are left out of the step statistics");
     auto st = compute_step(step.step, spans);
     if (!st) return;
     st->lost_phases = lost;
@@ -611,8 +621,10 @@ class profiler : public recording_callback, private recorder_observer {
       traced.insert(traced.end(), outlived.begin(), outlived.end());
       outputs_.trace().hold_spans(step.step, std::move(traced));
     }
-    if (gpu_) gpu_->step_ended(step.step, spans);
-    else emit_front();
+    if (gpu_)
+      gpu_->step_ended(step.step, spans);
+    else
+      emit_front();
   }
 
   void on_scope_begin(phase_kind kind, const char* name, std::int32_t step, std::int32_t micro) noexcept override {
@@ -643,11 +655,12 @@ class profiler : public recording_callback, private recorder_observer {
     capped_ += counts.capped;
     detail::report_drain_losses(counts, step, options_.max_other_thread_records);
     if (detail::recorder().overlapping_steps.load(std::memory_order_relaxed))
-      report_once("overlapping-steps", "a step began while another step was open (on another thread, or around "
-                                       "it on the same thread): traceml profiles one training loop, whose steps "
-                                       "follow one another, so that step and every later overlapping one are "
-                                       "ignored, and their phases count in the step that was open, as a worker "
-                                       "thread's do; the run's count is the summary's overlapping_steps");
+      report_once("overlapping-steps",
+                  "a step began while another step was open (on another thread, or around "
+                  "it on the same thread): traceml profiles one training loop, whose steps "
+                  "follow one another, so that step and every later overlapping one are "
+                  "ignored, and their phases count in the step that was open, as a worker "
+                  "thread's do; the run's count is the summary's overlapping_steps");
     for (const std::int64_t t : detail::take_epoch_marks()) {
       outside_.add_epoch_mark(t);
       if (outputs_.writes_trace()) outputs_.trace().add_mark(t);
@@ -691,11 +704,11 @@ class profiler : public recording_callback, private recorder_observer {
   profiler_options options_;
   mutable detail::mutex mu_;
   std::unique_ptr<gpu_source> gpu_;
-  attribution_worker attribution_;        // raw GPU activity -> reports, on its own thread
-  std::vector<span_record> pending_ TRACEML_GUARDED_BY(mu_);  // records of steps not yet closed
-  run_accumulator acc_ TRACEML_GUARDED_BY(mu_);  // the run's statistics, step by step (bounded memory)
+  attribution_worker attribution_;                             // raw GPU activity -> reports, on its own thread
+  std::vector<span_record> pending_ TRACEML_GUARDED_BY(mu_);   // records of steps not yet closed
+  run_accumulator acc_ TRACEML_GUARDED_BY(mu_);                // the run's statistics, step by step (bounded memory)
   outside_steps_accumulator outside_ TRACEML_GUARDED_BY(mu_);  // phases outside steps, gaps, epoch marks
-  detail::step_outputs outputs_ TRACEML_GUARDED_BY(mu_);  // the JSONL, live view, trace and windows of emitted steps
+  detail::step_outputs outputs_ TRACEML_GUARDED_BY(mu_);     // the JSONL, live view, trace and windows of emitted steps
   std::deque<step_result> waiting_ TRACEML_GUARDED_BY(mu_);  // closed on the CPU, GPU facts not yet in
   run_result result_;
   std::vector<std::string> failed_outputs_;
@@ -707,7 +720,7 @@ class profiler : public recording_callback, private recorder_observer {
   std::uint64_t late_ TRACEML_GUARDED_BY(mu_) = 0;  // records of steps already summarized
   bool attached_ = false;
   bool finished_ TRACEML_GUARDED_BY(mu_) = false;
-  std::atomic<bool> finishing_{false};  // finished_, for the training thread's step end (no lock)
+  std::atomic<bool> finishing_{false};                  // finished_, for the training thread's step end (no lock)
   int uncaught_at_start_ = std::uncaught_exceptions();  // exceptions in flight when it was built
   // The step worker's side. ended_ goes from the thread that ends steps to the worker (or whoever
   // holds mu_); last_ring_ and last_dropped_total_ (under mu_) give each step its own loss.

@@ -46,8 +46,8 @@ inline rank_identity rank_from_environment() {
   if (!rank && !world) return {};
   const long r = detail::parse_rank_number(rank), w = detail::parse_rank_number(world);
   if (r < 0 || w <= 0 || r >= w) {
-    report_once("rank-environment", std::string("RANK=") + (rank ? rank : "(unset)") + " WORLD_SIZE=" +
-                                        (world ? world : "(unset)") +
+    report_once("rank-environment", std::string("RANK=") + (rank ? rank : "(unset)") +
+                                        " WORLD_SIZE=" + (world ? world : "(unset)") +
                                         " is not a rank of a run (need whole numbers, 0 <= RANK < WORLD_SIZE); "
                                         "the outputs carry no rank");
     return {};

@@ -12,12 +12,13 @@ TRACEML_BEGIN_NAMESPACE
 struct span_record {
   std::int64_t begin_ns = 0;
   std::int64_t end_ns = 0;
-  const char* name = "";       ///< lives for the process: a string literal, a tag's `name`, or interned (detail/name_table.hpp)
-  std::int32_t step = -1;      ///< step index (0-based), -1 outside any step
-  std::int32_t microbatch = -1;///< micro-batch index inside the step, -1 outside any micro-batch
-  std::uint32_t thread = 0;    ///< traceml thread number, in order of first record (never reused)
+  const char* name =
+      "";  ///< lives for the process: a string literal, a tag's `name`, or interned (detail/name_table.hpp)
+  std::int32_t step = -1;        ///< step index (0-based), -1 outside any step
+  std::int32_t microbatch = -1;  ///< micro-batch index inside the step, -1 outside any micro-batch
+  std::uint32_t thread = 0;      ///< traceml thread number, in order of first record (never reused)
   phase_kind kind = phase_kind::user;
-  std::uint8_t nesting = 0;    ///< enclosing phase scopes on this thread (0 = top-level phase)
+  std::uint8_t nesting = 0;  ///< enclosing phase scopes on this thread (0 = top-level phase)
 
   std::int64_t duration_ns() const noexcept { return end_ns - begin_ns; }
 };

@@ -59,8 +59,8 @@ inline std::string session_run_name() {
 inline std::string session_file_name(const std::string& run_name) {
   std::string file = run_name;
   for (char& c : file) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                       c == '-' || c == '_';
+    const bool plain =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
     if (!plain) c = '_';
   }
   if (!file.empty() && file.front() == '.') file.front() = '_';
@@ -71,7 +71,8 @@ inline std::string session_file_name(const std::string& run_name) {
 /// LOCAL_RANK alone), so that ranks started on one TRACEML_OUT write files of their own; "" alone.
 inline std::string session_rank_part() {
   if (const rank_identity r = rank_from_environment(); r.distributed()) return "_rank" + std::to_string(r.rank);
-  if (const long local = parse_rank_number(environment_local_rank()); local >= 0) return "_rank" + std::to_string(local);
+  if (const long local = parse_rank_number(environment_local_rank()); local >= 0)
+    return "_rank" + std::to_string(local);
   return "";
 }
 
@@ -88,9 +89,11 @@ inline std::string claim_session_base(const std::string& dir, const std::string&
     std::error_code ec;
     bool taken = false;
     for (const char* suffix : session_file_suffixes)
-      taken = taken || std::filesystem::symlink_status(candidate + suffix, ec).type() != std::filesystem::file_type::not_found;
+      taken = taken ||
+              std::filesystem::symlink_status(candidate + suffix, ec).type() != std::filesystem::file_type::not_found;
     if (taken) continue;
-    const int fd = ::open((candidate + session_file_suffixes[0]).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    const int fd =
+        ::open((candidate + session_file_suffixes[0]).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd >= 0) {
       ::close(fd);
       return candidate;
@@ -181,8 +184,9 @@ inline void start_session() noexcept {
     const std::string name = session_run_name();
     const std::string file_name = session_file_name(name);
     if (file_name != name)
-      report_once("session-file-name", "the run '" + name + "' names its files '" + file_name +
-                                           "' (a file name inside TRACEML_OUT holds letters, digits, '.', '-' and '_')");
+      report_once("session-file-name",
+                  "the run '" + name + "' names its files '" + file_name +
+                      "' (a file name inside TRACEML_OUT holds letters, digits, '.', '-' and '_')");
     const std::string rank_part = session_rank_part();
     const std::string wanted = std::string(out) + "/" + file_name + rank_part;
     const std::string base = claim_session_base(out, file_name + rank_part);
@@ -192,8 +196,10 @@ inline void start_session() noexcept {
       return;
     }
     if (base != wanted)
-      report_once("session-suffix", wanted + "_* belongs to another run (an earlier one, or a process writing "
-                                             "there now), kept as it is; this run writes " + base + "_*");
+      report_once("session-suffix", wanted +
+                                        "_* belongs to another run (an earlier one, or a process writing "
+                                        "there now), kept as it is; this run writes " +
+                                        base + "_*");
     auto options = profiler_options::named(name);
     options.write_all_as(base);
     options.config.emplace_back("started_by", "TRACEML_OUT");
@@ -201,9 +207,10 @@ inline void start_session() noexcept {
     // finish_on_signal itself; a handler of the program's own stays in charge.
     options.finish_on_signal = !program_handles_stop_signals();
     if (!options.finish_on_signal)
-      report_once("session-own-handler", "the program handles SIGINT/SIGTERM itself, so traceml leaves them to it: "
-                                         "end the program with exit() or a return from main after the signal, and "
-                                         "the report is written then");
+      report_once("session-own-handler",
+                  "the program handles SIGINT/SIGTERM itself, so traceml leaves them to it: "
+                  "end the program with exit() or a return from main after the signal, and "
+                  "the report is written then");
     if (!rank_part.empty() && rank_part == "_rank0")
       report_once("session-ranks", "each rank writes its own files (" + std::string(out) + "/" + file_name +
                                        "_rank<r>_*); once all have finished, merge them with: traceml ranks " +
@@ -230,8 +237,9 @@ inline void start_session() noexcept {
     const bool registered = std::atexit(finish_session_at_exit_plain) == 0;
 #endif
     if (!registered) {
-      report_once("session-atexit", "TRACEML_OUT: cannot register the exit handler; call exit() normally "
-                                    "or create a traceml::profiler to get the report");
+      report_once("session-atexit",
+                  "TRACEML_OUT: cannot register the exit handler; call exit() normally "
+                  "or create a traceml::profiler to get the report");
     }
     report_once("session-started", std::string("collecting into ") + base +
                                        "_* (TRACEML_OUT); the report is written when the program exits");

@@ -49,9 +49,13 @@ using std::begin;
 using std::end;
 /// begin(r) and end(r) as a range-based for finds them: members, else by argument-dependent lookup.
 template <class R>
-auto range_begin(R& r) -> decltype(begin(r)) { return begin(r); }
+auto range_begin(R& r) -> decltype(begin(r)) {
+  return begin(r);
+}
 template <class R>
-auto range_end(R& r) -> decltype(end(r)) { return end(r); }
+auto range_end(R& r) -> decltype(end(r)) {
+  return end(r);
+}
 }  // namespace range_access
 using range_access::range_begin;
 using range_access::range_end;
@@ -150,7 +154,7 @@ class step_range {
     const std::int64_t t1 = stamp();
     if (!more) {
       done_ = true;
-      close_step_at(t0);  // a step the range ended inside ends where the last fetch began
+      close_step_at(t0);   // a step the range ended inside ends where the last fetch began
       mark_range_end(t1);  // the loader is exhausted: an epoch's end
       return;
     }

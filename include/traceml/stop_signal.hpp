@@ -55,7 +55,7 @@ inline constexpr int stop_signals[2] = {SIGINT, SIGTERM};
 
 struct stop_signal_state {
   std::atomic<int> pending{0};  // the first signal noted and not yet acted on; 0 = none
-  detail::mutex mu;                // guards, installed, previous: changed by guards, never by the handler
+  detail::mutex mu;             // guards, installed, previous: changed by guards, never by the handler
   int guards TRACEML_GUARDED_BY(mu) = 0;
   bool installed[2] TRACEML_GUARDED_BY(mu) = {false, false};
 #if TRACEML_POSIX_SIGNALS

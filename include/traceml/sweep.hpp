@@ -52,8 +52,8 @@ TRACEML_BEGIN_NAMESPACE
 /// {4x1, 2x2, 1x4}. Throws std::invalid_argument unless 1 <= effective_batch <= max_sweep_batch.
 inline std::vector<sweep_schedule> factorisations(std::int64_t effective_batch) {
   if (effective_batch < 1 || effective_batch > max_sweep_batch)
-    throw std::invalid_argument("sweep: effective batch " + std::to_string(effective_batch) +
-                                " is outside 1.." + std::to_string(max_sweep_batch));
+    throw std::invalid_argument("sweep: effective batch " + std::to_string(effective_batch) + " is outside 1.." +
+                                std::to_string(max_sweep_batch));
   std::vector<sweep_schedule> out;
   for (std::int64_t m = effective_batch; m >= 1; --m)
     if (effective_batch % m == 0) out.push_back({m, effective_batch / m});
@@ -74,12 +74,12 @@ inline std::vector<std::size_t> interleaved_order(std::size_t candidates, std::s
 /// One run of one candidate, as the run function receives it.
 struct sweep_trial {
   sweep_schedule schedule;
-  bool probe = false;        ///< the fit probe: a few steps to see whether it fits; not ranked
-  std::size_t repeat = 0;    ///< round, from 0 (0 for probes)
-  std::size_t repeats = 0;   ///< rounds in all
-  std::size_t steps = 0;     ///< optimizer steps to run
-  std::size_t warmup = 0;    ///< of which the first are left out of the statistics
-  std::string name;          ///< "4x2#1" for round 1, "4x2 probe" for the probe
+  bool probe = false;       ///< the fit probe: a few steps to see whether it fits; not ranked
+  std::size_t repeat = 0;   ///< round, from 0 (0 for probes)
+  std::size_t repeats = 0;  ///< rounds in all
+  std::size_t steps = 0;    ///< optimizer steps to run
+  std::size_t warmup = 0;   ///< of which the first are left out of the statistics
+  std::string name;         ///< "4x2#1" for round 1, "4x2 probe" for the probe
 };
 
 /// How a trial ended, for sweep_options::on_trial.
@@ -90,21 +90,21 @@ struct sweep_trial_outcome {
 };
 
 struct sweep_options {
-  std::int64_t effective_batch = 0;           ///< required: examples per optimizer step
+  std::int64_t effective_batch = 0;  ///< required: examples per optimizer step
   /// Also sweep these larger effective batches (each above effective_batch). Candidates are then
   /// ranked by time per example; a larger effective batch also changes the optimisation (fewer
   /// updates per example), which the speed alone does not show.
   std::vector<std::int64_t> larger_batches;
-  std::size_t steps = 20;                     ///< optimizer steps per measured trial
-  std::size_t warmup = 5;                     ///< of which left out of the statistics (one-time costs)
-  std::size_t repeats = 3;                    ///< rounds; the spread of their medians decides ties
-  std::size_t probe_steps = 2;                ///< steps of a fit probe; 0: no probe (an OOM shows in round 1)
+  std::size_t steps = 20;       ///< optimizer steps per measured trial
+  std::size_t warmup = 5;       ///< of which left out of the statistics (one-time costs)
+  std::size_t repeats = 3;      ///< rounds; the spread of their medians decides ties
+  std::size_t probe_steps = 2;  ///< steps of a fit probe; 0: no probe (an OOM shows in round 1)
   /// Per effective batch, how many of the largest fitting micro-batches are measured; 0: all of them.
   std::size_t max_candidates = 0;
   /// Headroom below which a candidate does not fit comfortably (a share of the device's memory):
   /// the recommendation warns and names the fastest candidate with more room.
   double min_headroom = 0.10;
-  std::int64_t device_memory_bytes = -1;      ///< the device's total memory; -1: headroom unknown
+  std::int64_t device_memory_bytes = -1;  ///< the device's total memory; -1: headroom unknown
   /// Whether an exception means out of memory; empty: looks_like_out_of_memory().
   std::function<bool(const std::exception&)> is_out_of_memory;
   /// Runs after every trial, finished or thrown: release cached memory (torch_adapter.hpp).
@@ -119,7 +119,8 @@ struct sweep_options {
 /// The default out-of-memory test (no LibTorch): std::bad_alloc, or a message that says "out of
 /// memory" (the CUDA runtime's and LibTorch's wording). torch_adapter.hpp's is more thorough.
 inline bool looks_like_out_of_memory(const std::exception& e) {
-  return dynamic_cast<const std::bad_alloc*>(&e) != nullptr || std::string(e.what()).find("out of memory") != std::string::npos;
+  return dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
+         std::string(e.what()).find("out of memory") != std::string::npos;
 }
 
 /// Measures one trial: runs it and returns its run (statistics over its steps after warm-up), or
@@ -145,7 +146,8 @@ inline void check_sweep_options(const sweep_options& o) {
   }
   if (o.repeats == 0) throw std::invalid_argument("sweep: repeats must be at least 1");
   if (o.steps == 0 || o.warmup >= o.steps)
-    throw std::invalid_argument("sweep: " + std::to_string(o.steps) + " steps per trial with " + std::to_string(o.warmup) +
+    throw std::invalid_argument("sweep: " + std::to_string(o.steps) + " steps per trial with " +
+                                std::to_string(o.warmup) +
                                 " warm-up steps leave none measured (warmup must be below steps)");
 }
 

@@ -161,7 +161,8 @@ inline std::int64_t device_memory_bytes(int device = -1) {
     if (cudaGetDeviceProperties(&p, dev) != cudaSuccess) return -1;
     return static_cast<std::int64_t>(p.totalGlobalMem);
   } catch (const c10::Error& e) {
-    report_once("torch-device-memory", std::string("cannot read the device's memory size: ") + e.what_without_backtrace());
+    report_once("torch-device-memory",
+                std::string("cannot read the device's memory size: ") + e.what_without_backtrace());
     return -1;
   }
 #else

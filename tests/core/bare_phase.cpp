@@ -11,9 +11,18 @@ int bare_training_step(int accumulation) {
   TRACEML_STEP();
   for (int m = 0; m < accumulation; ++m) {
     TRACEML_MICROBATCH();
-    { TRACEML_PHASE(forward); ++work; }
-    { TRACEML_PHASE_TAG(tokenize); ++work; }
-    { TRACEML_PHASE_NAMED("sampler"); ++work; }
+    {
+      TRACEML_PHASE(forward);
+      ++work;
+    }
+    {
+      TRACEML_PHASE_TAG(tokenize);
+      ++work;
+    }
+    {
+      TRACEML_PHASE_NAMED("sampler");
+      ++work;
+    }
   }
   traceml::set_enabled(traceml::enabled());
   return work;

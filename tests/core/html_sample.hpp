@@ -61,7 +61,8 @@ inline traceml::run_result sample_schedule(int micro, int accum, int steps = 24,
           f.facts.kernel_count = with_kernels ? kernels : 0;
           if (with_kernels) {
             f.facts.kernel_ns = f.facts.busy_ns * 9 / 10;
-            f.kernels.push_back({"ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", kernels / 2, f.facts.kernel_ns / 2});
+            f.kernels.push_back(
+                {"ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", kernels / 2, f.facts.kernel_ns / 2});
             f.kernels.push_back({nasty_kernel, kernels / 4, f.facts.kernel_ns / 5});
             f.kernels.push_back({"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
                                  kernels / 4, f.facts.kernel_ns / 10});

@@ -43,10 +43,10 @@ namespace traceml_test {
 /// Scales let the comparison tests build a second, different run from the same shape.
 struct mixed_run_shape {
   std::string name = "mixed";
-  double fb_scale = 1.0;      ///< forward/backward wall and GPU time on every step
-  double busy_scale = 1.0;    ///< busy time of the recorded step's forward/backward
-  double launch_scale = 1.0;  ///< launches of the recorded step's forward/backward
-  double counter_scale = 1.0; ///< forward/backward busy shares from hardware counters (capped at 1)
+  double fb_scale = 1.0;       ///< forward/backward wall and GPU time on every step
+  double busy_scale = 1.0;     ///< busy time of the recorded step's forward/backward
+  double launch_scale = 1.0;   ///< launches of the recorded step's forward/backward
+  double counter_scale = 1.0;  ///< forward/backward busy shares from hardware counters (capped at 1)
 };
 
 namespace detail_mixed {
@@ -133,9 +133,11 @@ inline traceml::run_result mixed_run(const mixed_run_shape& shape = {}, std::siz
       if (recorded) {
         const double L = shape.launch_scale;
         add_kernels(f, fspan, 3.0 * shape.busy_scale,
-                    {{"gemm", static_cast<std::uint64_t>(60 * L), 30.0}, {"elementwise", static_cast<std::uint64_t>(40 * L), 15.0}});
+                    {{"gemm", static_cast<std::uint64_t>(60 * L), 30.0},
+                     {"elementwise", static_cast<std::uint64_t>(40 * L), 15.0}});
         add_kernels(b, bspan, 6.0 * shape.busy_scale,
-                    {{"gemm", static_cast<std::uint64_t>(100 * L), 50.0}, {"elementwise", static_cast<std::uint64_t>(50 * L), 10.0}});
+                    {{"gemm", static_cast<std::uint64_t>(100 * L), 50.0},
+                     {"elementwise", static_cast<std::uint64_t>(50 * L), 10.0}});
       }
       g.phases.push_back(f);
       g.phases.push_back(b);
@@ -169,7 +171,8 @@ inline traceml::run_result mixed_run(const mixed_run_shape& shape = {}, std::siz
   r.config = {{"schedule", "2x2"}};
   r.steps = steps;
   r.summary = traceml::summarize_run(steps, warmup);
-  r.summary.gpu_status = "CUPTI kernel records on 1 step, CUDA-event phase timing on every step, hardware counters on 11";
+  r.summary.gpu_status =
+      "CUPTI kernel records on 1 step, CUDA-event phase timing on every step, hardware counters on 11";
   return r;
 }
 
@@ -198,7 +201,10 @@ traceml::run_result mixed_run_edited(Edit edit, EditTotal edit_total) {
 inline traceml::run_result mixed_run_as_counted() {
   traceml::run_result r = mixed_run_edited(
       [](traceml::gpu_facts& f, const std::string& name) {
-        f.counted_busy_ns = detail_mixed::ns(name == "forward" ? 3.4 : name == "backward" ? 6.2 : name == "optimizer" ? 0.9 : 0.1);
+        f.counted_busy_ns = detail_mixed::ns(name == "forward"     ? 3.4
+                                             : name == "backward"  ? 6.2
+                                             : name == "optimizer" ? 0.9
+                                                                   : 0.1);
       },
       [](traceml::gpu_facts& total) { total.counted_busy_ns = detail_mixed::ns(21.5); });
   r.summary.counted_interval_us = 100;

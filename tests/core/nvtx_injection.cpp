@@ -43,13 +43,9 @@ void copy_name(char* dst, std::size_t size, const char* src) {
   dst[i] = '\0';
 }
 
-const char* domain_name(nvtxDomainHandle_t d) {
-  return d ? reinterpret_cast<const domain_entry*>(d)->name : "";
-}
+const char* domain_name(nvtxDomainHandle_t d) { return d ? reinterpret_cast<const domain_entry*>(d)->name : ""; }
 
-std::uint64_t this_thread_id() {
-  return std::hash<std::thread::id>{}(std::this_thread::get_id());
-}
+std::uint64_t this_thread_id() { return std::hash<std::thread::id>{}(std::this_thread::get_id()); }
 
 void record(nvtx_event e) {
   auto& s = state();

@@ -11,13 +11,13 @@ enum class nvtx_call : std::int32_t { domain_create, push, pop };
 /// One NVTX call as the injection saw it. Strings are copied: the test outlives nothing.
 struct nvtx_event {
   nvtx_call call = nvtx_call::push;
-  char domain[32] = {};         ///< name the domain was created with ("" for the global domain)
-  char message[64] = {};        ///< push only: the ASCII message
-  std::uint32_t category = 0;   ///< push only
-  std::int32_t payload_type = 0;///< push only: NVTX_PAYLOAD_TYPE_*, 0 when none
-  std::int32_t payload = 0;     ///< push only: the int32 payload when payload_type says so
-  std::int32_t depth = 0;       ///< open ranges on the calling thread after a push / before a pop
-  std::uint64_t thread = 0;     ///< an id of the calling thread (equal ids, same thread)
+  char domain[32] = {};           ///< name the domain was created with ("" for the global domain)
+  char message[64] = {};          ///< push only: the ASCII message
+  std::uint32_t category = 0;     ///< push only
+  std::int32_t payload_type = 0;  ///< push only: NVTX_PAYLOAD_TYPE_*, 0 when none
+  std::int32_t payload = 0;       ///< push only: the int32 payload when payload_type says so
+  std::int32_t depth = 0;         ///< open ranges on the calling thread after a push / before a pop
+  std::uint64_t thread = 0;       ///< an id of the calling thread (equal ids, same thread)
 };
 
 }  // namespace traceml_test

@@ -52,11 +52,20 @@ int main() {
     if (step == remove_at) std::filesystem::remove_all(std::getenv("TRACEML_OUT"));
     for (int m = 0; m < 2; ++m) {
       TRACEML_MICROBATCH();
-      { TRACEML_PHASE(forward); spin(std::chrono::microseconds(200)); }
+      {
+        TRACEML_PHASE(forward);
+        spin(std::chrono::microseconds(200));
+      }
       if (step == signal_at && m == 0) std::raise(signal_number);  // mid-step: the step goes on to its end
-      { TRACEML_PHASE(backward); spin(std::chrono::microseconds(200)); }
+      {
+        TRACEML_PHASE(backward);
+        spin(std::chrono::microseconds(200));
+      }
     }
-    { TRACEML_PHASE(optimizer); spin(std::chrono::microseconds(200)); }
+    {
+      TRACEML_PHASE(optimizer);
+      spin(std::chrono::microseconds(200));
+    }
   }
   return env_int("TRAINER_EXIT_STATUS", 0);
 }

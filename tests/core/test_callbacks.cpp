@@ -38,7 +38,10 @@ TEST_CASE("hooks and scopes give identical records", "[callbacks]") {
     TRACEML_STEP();
     for (int m = 0; m < 2; ++m) {
       TRACEML_MICROBATCH();
-      { TRACEML_PHASE(forward); { TRACEML_PHASE_NAMED("attention"); } }
+      {
+        TRACEML_PHASE(forward);
+        { TRACEML_PHASE_NAMED("attention"); }
+      }
       { TRACEML_PHASE(backward); }
     }
     { TRACEML_PHASE(optimizer); }
@@ -79,8 +82,8 @@ TEST_CASE("abandon_step discards what an exception left open, and the next step 
   reset_recorder();
   detail::recorder().next_step.store(1);  // the abandoned step took number 0
   traceml_test::hook_step(cbs);
-  CHECK(after.size() == 10);              // step, optimizer, 2 x (micro-batch, forward, attention, backward)
-  CHECK(after == shape(drain()));         // the same records as on a recorder that never saw the exception
+  CHECK(after.size() == 10);       // step, optimizer, 2 x (micro-batch, forward, attention, backward)
+  CHECK(after == shape(drain()));  // the same records as on a recorder that never saw the exception
   CHECK(diagnostic_messages().empty());
 }
 
@@ -115,8 +118,9 @@ TEST_CASE("misordered hooks give a clear diagnostic and no record", "[callbacks]
     CHECK(msgs[0].find("on_phase_end(backward)") != std::string::npos);
     CHECK(msgs[0].find("'forward'") != std::string::npos);
     const auto recs = shape(drain());
-    CHECK(recs == std::vector<std::string>{"forward:forward s0 m-1 n0 t" + std::to_string(detail::current_thread_index()),
-                                           "step:step s0 m-1 n0 t" + std::to_string(detail::current_thread_index())});
+    CHECK(recs ==
+          std::vector<std::string>{"forward:forward s0 m-1 n0 t" + std::to_string(detail::current_thread_index()),
+                                   "step:step s0 m-1 n0 t" + std::to_string(detail::current_thread_index())});
   }
   SECTION("end with nothing open") {
     cbs.on_step_end();

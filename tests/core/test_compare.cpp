@@ -152,12 +152,12 @@ TEST_CASE("the gap splits into idle, busy, optimizer and the rest, from untraced
   CHECK(g.slow_steps == 32);
   CHECK(g.untraced);
   CHECK_FALSE(g.noise.within);
-  CHECK(g.gap_ms == Approx(54));                 // 93 - 39, untraced means
-  CHECK(g.fb_window_ms == Approx(52));           // (28 + 58) - (11 + 23)
-  CHECK(g.fb_busy_ms == Approx(6));              // (10 + 20) - (8 + 16)
-  CHECK(g.fb_idle_ms == Approx(46));             // window - busy
+  CHECK(g.gap_ms == Approx(54));        // 93 - 39, untraced means
+  CHECK(g.fb_window_ms == Approx(52));  // (28 + 58) - (11 + 23)
+  CHECK(g.fb_busy_ms == Approx(6));     // (10 + 20) - (8 + 16)
+  CHECK(g.fb_idle_ms == Approx(46));    // window - busy
   CHECK(g.optimizer_ms == Approx(0).margin(1e-9));
-  CHECK(g.other_ms == Approx(2));                // wall beyond the GPU windows: (90 - 86) - (36 - 34)
+  CHECK(g.other_ms == Approx(2));  // wall beyond the GPU windows: (90 - 86) - (36 - 34)
   CHECK(g.fb_idle_ms + g.fb_busy_ms + g.optimizer_ms + g.other_ms == Approx(g.gap_ms));
   CHECK(g.kernel_ratio == Approx(1210.0 / 310));
   CHECK(g.slow_mean_kernel_us == Approx(30e3 / 1200));
@@ -170,12 +170,13 @@ TEST_CASE("the gap splits into idle, busy, optimizer and the rest, from untraced
   CHECK(g.kernels_complete);
 
   const auto& text = c.explanation;
-  CHECK(contains(text, "Why 1x4 is slower than 4x1: +54.0 ms per step (means over 32 and 32 steps without kernel records)"));
+  CHECK(contains(text,
+                 "Why 1x4 is slower than 4x1: +54.0 ms per step (means over 32 and 32 steps without kernel records)"));
   CHECK(contains(text, "GPU idle inside forward/backward: +46.0 ms (85%)"));
   CHECK(contains(text, "GPU busy inside forward/backward: +6.0 ms (11%)"));
   CHECK(contains(text, "3.9x as many kernels"));
   CHECK(contains(text, "busy time from kernel records of 4 and 4 recorded steps"));
-  CHECK(contains(text, "from 4 and 4 recorded steps)."));  // the launch figures' own sample set
+  CHECK(contains(text, "from 4 and 4 recorded steps)."));            // the launch figures' own sample set
   CHECK(g.busy_from == gap_breakdown::busy_source::kernel_records);  // these runs have no hardware counters
   CHECK(contains(text, "   20.00 ms (800x) vs     0.00 ms (0x)  gemm_small_tile_backward"));
 
@@ -230,9 +231,9 @@ TEST_CASE("the hand-made mixed run: the explanation's parts come from one set ea
   CHECK(fast.fb_kernels[1].ms_per_step == Approx(2.2));
   REQUIRE(c.gap);
   const auto& g = *c.gap;
-  CHECK(g.slow_steps == 8);                 // steps 2..11 without 5 (recorded) and 6 (after it)
-  CHECK(g.gap_ms == Approx(20));            // 45 - 25
-  CHECK(g.fb_window_ms == Approx(18));      // (14 + 22) - (7 + 11)
+  CHECK(g.slow_steps == 8);             // steps 2..11 without 5 (recorded) and 6 (after it)
+  CHECK(g.gap_ms == Approx(20));        // 45 - 25
+  CHECK(g.fb_window_ms == Approx(18));  // (14 + 22) - (7 + 11)
   // Busy from the hardware counters of the same 8 baseline steps: forward 0.5, backward 0.8 of the
   // windows, (0.5 x 14 + 0.8 x 22) - (0.5 x 7 + 0.8 x 11) = 24.6 - 12.3.
   CHECK(g.busy_from == gap_breakdown::busy_source::hardware_counters);
@@ -268,7 +269,8 @@ TEST_CASE("the hand-made mixed run: the explanation's parts come from one set ea
   for (double part : {g.fb_idle_ms, g.fb_busy_ms, g.other_ms}) CHECK(part / g.gap_ms <= 1.0);
 }
 
-TEST_CASE("a baseline step without samples: busy share of the sampled ones, said, no counters: kernel records", "[compare]") {
+TEST_CASE("a baseline step without samples: busy share of the sampled ones, said, no counters: kernel records",
+          "[compare]") {
   const auto slow_shape = slow_mixed_shape();
   auto slow = traceml_test::mixed_run(slow_shape);
   // One baseline step of the slow run without samples: the share rests on the other 7.
@@ -281,7 +283,8 @@ TEST_CASE("a baseline step without samples: busy share of the sampled ones, said
   CHECK(c.gap->slow_counter_steps == 7);
   CHECK(c.gap->fast_counter_steps == 8);
   CHECK(c.gap->fb_busy_ms == Approx(12.3));  // the same shares of the same windows
-  CHECK(contains(c.explanation, "busy share from hardware counters on 7 of the 8 and 8 of the 8 steps, of their GPU windows"));
+  CHECK(contains(c.explanation,
+                 "busy share from hardware counters on 7 of the 8 and 8 of the 8 steps, of their GPU windows"));
 
   // Without counters in one run: busy from the recorded steps' kernel records.
   for (auto& st : slow.steps) {
@@ -301,10 +304,14 @@ TEST_CASE("a baseline step without samples: busy share of the sampled ones, said
 TEST_CASE("with CUDA graphs the split uses the GPU-side windows and still adds up", "[compare]") {
   // The CPU leaves forward/backward after 2-3 ms (a graph replay); the GPU works on for tens of ms,
   // which the step-end synchronization puts outside any phase. Events see the GPU windows.
-  const auto slow = make_run("1x4", {{phase_kind::forward, "forward", 2, 32, 29, 1000, 1},
-                                     {phase_kind::backward, "backward", 3, 46, 41, 1000, 1}}, 71, 10);
-  const auto fast = make_run("4x1", {{phase_kind::forward, "forward", 2, 22, 21, 1000, 1},
-                                     {phase_kind::backward, "backward", 3, 28, 26, 1000, 1}}, 45, 10);
+  const auto slow = make_run(
+      "1x4",
+      {{phase_kind::forward, "forward", 2, 32, 29, 1000, 1}, {phase_kind::backward, "backward", 3, 46, 41, 1000, 1}},
+      71, 10);
+  const auto fast = make_run(
+      "4x1",
+      {{phase_kind::forward, "forward", 2, 22, 21, 1000, 1}, {phase_kind::backward, "backward", 3, 28, 26, 1000, 1}},
+      45, 10);
   const auto c = compare_two(slow, fast);
   CHECK(c.runs[0].fb_idle_pct == Approx(100.0 * (1.3 * 78 - 70) / (1.3 * 78)));
   REQUIRE(c.gap);
@@ -312,8 +319,8 @@ TEST_CASE("with CUDA graphs the split uses the GPU-side windows and still adds u
   CHECK(g.gpu_windows);
   CHECK(g.gap_ms == Approx(26));
   CHECK(g.fb_busy_ms == Approx(23));
-  CHECK(g.fb_idle_ms == Approx(5));   // (78 - 70) - (50 - 47)
-  CHECK(g.other_ms == Approx(-2));    // the CPU's wall outside the windows: (76 - 78) - (50 - 50)
+  CHECK(g.fb_idle_ms == Approx(5));  // (78 - 70) - (50 - 47)
+  CHECK(g.other_ms == Approx(-2));   // the CPU's wall outside the windows: (76 - 78) - (50 - 50)
   CHECK(g.fb_idle_ms + g.fb_busy_ms + g.optimizer_ms + g.other_ms == Approx(g.gap_ms));
   CHECK(contains(c.explanation, "optimizer (fixed per-step cost, GPU window): +0.0 ms (0%)"));
 }
@@ -328,8 +335,8 @@ TEST_CASE("forward+backward kernels are merged before they are truncated", "[com
   st.phases = {{phase_kind::forward, "forward", 3, 1, true}, {phase_kind::backward, "backward", 3, 1, true}};
   step_gpu_report g;
   g.kernels_measured = true;
-  for (const auto& [kind, name, prefix] : {std::tuple{phase_kind::forward, "forward", "f"},
-                                           std::tuple{phase_kind::backward, "backward", "b"}}) {
+  for (const auto& [kind, name, prefix] :
+       {std::tuple{phase_kind::forward, "forward", "f"}, std::tuple{phase_kind::backward, "backward", "b"}}) {
     phase_gpu_facts f;
     f.kind = kind;
     f.name = name;
@@ -386,7 +393,8 @@ TEST_CASE("without GPU facts the explanation says idle and busy cannot be told a
 
 TEST_CASE("wide cells widen the table's columns: no two cells run together", "[compare]") {
   // Spreads of four-digit step times ("2019.4..7003.4", 14 characters) filled the 14-column cells.
-  const auto c = compare_two(cpu_run("2x2", {2019.4, 5064.5, 7003.4, 7003.4}), cpu_run("4x1", {1654.2, 2168.0, 2801.3, 2801.3}));
+  const auto c =
+      compare_two(cpu_run("2x2", {2019.4, 5064.5, 7003.4, 7003.4}), cpu_run("4x1", {1654.2, 2168.0, 2801.3, 2801.3}));
   const auto table = format_comparison_table(c.runs);
   std::string spread_line;
   for (std::size_t at = 0, end; at < table.size(); at = end + 1) {
@@ -497,8 +505,9 @@ TEST_CASE("a difference within the runs' noise is said to be noise first, then s
               "Why b is slower than a: +0.5 ms per step (means over 10 and 10 steps without kernel records), of "
               "which\n",
               0) == 0);
-    CHECK(contains(c.explanation, "  - everything else (data loading, other phases, host time outside the "
-                                  "forward/backward/optimizer wall times): +0.0 ms (0%)\n"));
+    CHECK(contains(c.explanation,
+                   "  - everything else (data loading, other phases, host time outside the "
+                   "forward/backward/optimizer wall times): +0.0 ms (0%)\n"));
   }
   SECTION("p10..p90 apart: explained") {
     // b: 20..29 ms: p10 20.9 above a's p90 18.1.
@@ -511,15 +520,16 @@ TEST_CASE("a difference within the runs' noise is said to be noise first, then s
   SECTION("with repeats the ranges of the repeats' medians decide") {
     // a's repeats: medians 14.5 and 15.5. Both b's below have p10..p90 ranges that overlap a's.
     const auto a2 = cpu_run("a", ramp(10));
-    const auto overlapping = compare_runs({make_compared_run("a", {a, a2}),
-                                           make_compared_run("b", {cpu_run("b", ramp(10)), cpu_run("b", ramp(10.8))})});
+    const auto overlapping = compare_runs(
+        {make_compared_run("a", {a, a2}), make_compared_run("b", {cpu_run("b", ramp(10)), cpu_run("b", ramp(10.8))})});
     REQUIRE(overlapping.gap);  // b: medians 15.5 and 16.3 (representative: the upper median, 16.3)
     CHECK(overlapping.gap->noise.repeats);
     CHECK(overlapping.gap->noise.within);
     CHECK(overlapping.runs[1].spread_lo_ms == Approx(15.5));
-    CHECK(contains(overlapping.explanation, "ranges of the repeats' median step times: b 15.5..16.3 ms, a 14.5..15.5 ms"));
-    const auto apart = compare_runs({make_compared_run("a", {a, a2}),
-                                     make_compared_run("b", {cpu_run("b", ramp(11)), cpu_run("b", ramp(11.5))})});
+    CHECK(contains(overlapping.explanation,
+                   "ranges of the repeats' median step times: b 15.5..16.3 ms, a 14.5..15.5 ms"));
+    const auto apart = compare_runs(
+        {make_compared_run("a", {a, a2}), make_compared_run("b", {cpu_run("b", ramp(11)), cpu_run("b", ramp(11.5))})});
     REQUIRE(apart.gap);  // b: medians 16.5 and 17.0, above a's 15.5
     CHECK_FALSE(apart.gap->noise.within);
     CHECK(contains(apart.explanation, "per step (means over"));
@@ -548,12 +558,15 @@ TEST_CASE("an unstable run is said to be so before the split, a steady one is no
   CHECK(steady.explanation.rfind("Why b is slower than a: +10.0 ms per step", 0) == 0);
 }
 
-TEST_CASE("the comparison object carries the columns, the gap with its noise check, and the explanation", "[compare][json]") {
+TEST_CASE("the comparison object carries the columns, the gap with its noise check, and the explanation",
+          "[compare][json]") {
   const auto c = compare_two(make_run("1x4", slow_phases, 1, 10), make_run("4x1", fast_phases, 1, 10));
   const auto j = comparison_json(c);
   CHECK(contains(j, "\"ratio\":\"median step / fastest median step\""));
   CHECK(contains(j, "\"runs\":[{\"name\":\"1x4\",\"repeats\":1,\"steps\":40,\"measured_steps\":40,"));
-  CHECK(contains(j, "\"gap\":{\"slow\":\"1x4\",\"fast\":\"4x1\",\"slow_steps\":32,\"fast_steps\":32,\"untraced\":true,\"gap_ms\":"));
+  CHECK(contains(
+      j,
+      "\"gap\":{\"slow\":\"1x4\",\"fast\":\"4x1\",\"slow_steps\":32,\"fast_steps\":32,\"untraced\":true,\"gap_ms\":"));
   CHECK(contains(j, "\"noise\":{\"within\":false,\"basis\":\"p10..p90\""));
   CHECK(contains(j, "\"kernels\":{\"steps\":4,"));
   std::string escaped;

@@ -127,7 +127,7 @@ TEST_CASE("fair shares: a ring with little loses nothing, the rest is split even
   CHECK(fair_shares(v{3, 4, 5}, 100) == v{3, 4, 5});       // all fit: all taken
   CHECK(fair_shares(v{0, 0, 9000}, 64) == v{0, 0, 64});    // empty rings leave their share to others
   CHECK(fair_shares(v{10, 10, 10}, 0) == v{0, 0, 0});
-  CHECK(fair_shares(v{7, 7, 7}, 10) == v{3, 3, 4});        // the limit exactly: the remainder goes last
+  CHECK(fair_shares(v{7, 7, 7}, 10) == v{3, 3, 4});  // the limit exactly: the remainder goes last
   CHECK(fair_shares(v{}, 10).empty());
   // Any ring holding at most limit / rings loses nothing, whatever the others hold.
   CHECK(fair_shares(v{9000, 16, 9000, 16}, 64) == v{16, 16, 16, 16});
@@ -278,7 +278,8 @@ TEST_CASE("next to flooding threads, the training thread and light workers lose 
   CHECK(r.summary.capped_records >= std::uint64_t{steps} * (1000 - limit));
 }
 
-TEST_CASE("steps begun on many threads at once: each is recorded or ignored and counted, said once", "[steps][threads]") {
+TEST_CASE("steps begun on many threads at once: each is recorded or ignored and counted, said once",
+          "[steps][threads]") {
   reset_recorder();
   constexpr int threads = 32, per_thread = 100;
   profiler prof(quiet_options(profiler_options{}.max_other_thread_records));

@@ -243,7 +243,8 @@ std::vector<std::string> attrs_of(const std::vector<tag>& tags, const std::strin
 TEST_CASE("html escaping covers markup characters and drops control characters", "[html]") {
   CHECK(detail::html::escape("void f<int>(a&b)") == "void f&lt;int&gt;(a&amp;b)");
   CHECK(detail::html::escape("say \"hi\" 'x'") == "say &quot;hi&quot; &#39;x&#39;");
-  CHECK(detail::html::escape(std::string("a\x01" "b\tc")) == "a b\tc");
+  CHECK(detail::html::escape(std::string("a\x01"
+                                         "b\tc")) == "a b\tc");
   CHECK(detail::html::escape("caf\xC3\xA9") == "caf\xC3\xA9");  // UTF-8 passes through
 }
 
@@ -329,13 +330,14 @@ TEST_CASE("the breakdown bars are as long as the phase means, on one shared scal
   const auto tags = tokenize(doc);
   const auto inner = children(tags, find_id(tags, "phase-breakdown"));
   const double scale = detail::html::bar_plot_width / 100.0;
-  const std::vector<std::pair<std::string, std::vector<double>>> expected = {
-      {"0", {5, 30, 45, 10, 10}}, {"1", {5, 15, 20, 5, 5}}};
+  const std::vector<std::pair<std::string, std::vector<double>>> expected = {{"0", {5, 30, 45, 10, 10}},
+                                                                             {"1", {5, 15, 20, 5, 5}}};
   const std::vector<std::string> names = {"dataloader", "forward", "backward", "optimizer", "(residual)"};
   for (const auto& [run, means] : expected) {
     std::vector<const tag*> rects;
     for (const auto& t : inner)
-      if (t.name == "rect" && !t.closing && t.attrs.count("data-run") && t.attrs.at("data-run") == run) rects.push_back(&t);
+      if (t.name == "rect" && !t.closing && t.attrs.count("data-run") && t.attrs.at("data-run") == run)
+        rects.push_back(&t);
     REQUIRE(rects.size() == means.size());
     double x = std::stod(rects[0]->attrs.at("x"));
     for (std::size_t i = 0; i < rects.size(); ++i) {
@@ -459,7 +461,7 @@ TEST_CASE("GPU facts give the busy/idle chart and the top-kernel tables, no fact
     CHECK(doc.find(detail::html::pct(fwd.kernels->busy_share) + " busy, 720 kernels/step (5 of 21 steps)") !=
           std::string::npos);
     CHECK(count(doc, "<h4>Top kernels in forward</h4>") == 3);
-    CHECK(count(doc, "<h4>Top kernels in dataloader</h4>") == 0);  // copies only
+    CHECK(count(doc, "<h4>Top kernels in dataloader</h4>") == 0);                                    // copies only
     CHECK(doc.find("<td>clip &lt;norm&gt; &amp; log</td><td class=\"num\">") == std::string::npos);  // no GPU row
     CHECK(count(doc, "void f&lt;int&gt;(a&amp;b)") == 9);  // three phases x three runs
     CHECK(doc.find("peak GPU memory") != std::string::npos);
@@ -510,7 +512,8 @@ TEST_CASE("a run mixing recorded and unrecorded steps: each GPU figure from its 
     CHECK(doc.find("<td>58.7% of the step's GPU window, over 1 recorded step of 10</td>") != std::string::npos);
     CHECK(doc.find("<td>510, over 1 recorded step of 10</td>") != std::string::npos);
     // 35 / 24 - 1
-    CHECK(doc.find("<td>+45.8% per recorded step (median of each against the untraced steps before it)</td>") != std::string::npos);
+    CHECK(doc.find("<td>+45.8% per recorded step (median of each against the untraced steps before it)</td>") !=
+          std::string::npos);
   }
   SECTION("the busy/idle bars split forward's GPU window: 6 + 5 = 11 ms on a 20 ms axis") {
     const auto inner = children(tags, find_id(tags, "gpu-busy-idle"));
@@ -539,7 +542,8 @@ TEST_CASE("a run mixing recorded and unrecorded steps: each GPU figure from its 
     // Top kernels per step: forward's gemm, 2 x 60 launches of 30 us.
     CHECK(doc.find("<tr><td class=\"kname\">gemm</td><td class=\"num\">120</td><td class=\"num\">3.600</td>"
                    "<td class=\"num\">30.0</td></tr>") != std::string::npos);
-    CHECK(count(doc, "<caption>Per step over 1 recorded step of 10; merged over those steps, then the longest 10") == 3);
+    CHECK(count(doc, "<caption>Per step over 1 recorded step of 10; merged over those steps, then the longest 10") ==
+          3);
   }
   SECTION("the phase table: wall over the 10 measured steps, GPU time beside it") {
     CHECK(doc.find("<caption>Wall time over the 10 measured steps") != std::string::npos);
@@ -579,7 +583,8 @@ TEST_CASE("the per-phase statistics table has every statistic of every phase", "
   const auto doc = html_report({run});
   const auto tags = tokenize(doc);
   std::size_t table = 0;
-  while (!(tags[table].name == "table" && tags[table].attrs.count("class") && tags[table].attrs.at("class") == "data phases"))
+  while (!(tags[table].name == "table" && tags[table].attrs.count("class") &&
+           tags[table].attrs.at("class") == "data phases"))
     ++table;
   std::vector<std::string> cells;
   for (const auto& t : children(tags, table))
@@ -636,8 +641,14 @@ TEST_CASE("the profiler writes html_path at finish()", "[html][profiler]") {
     profiler prof(opts);
     for (int s = 0; s < 4; ++s) {
       TRACEML_STEP();
-      { TRACEML_PHASE(forward); traceml_test::spin_for(std::chrono::microseconds(200)); }
-      { TRACEML_PHASE(backward); traceml_test::spin_for(std::chrono::microseconds(300)); }
+      {
+        TRACEML_PHASE(forward);
+        traceml_test::spin_for(std::chrono::microseconds(200));
+      }
+      {
+        TRACEML_PHASE(backward);
+        traceml_test::spin_for(std::chrono::microseconds(300));
+      }
     }
     prof.finish();
   }
@@ -654,13 +665,13 @@ TEST_CASE("counts print as integers: no \"720.0\" kernels", "[html][numbers]") {
   CHECK(count_text(720) == "720");
   CHECK(count_text(720.0000000001) == "720");  // a mean of equal counts, up to rounding
   CHECK(count_text(0) == "0");
-  CHECK(count_text(2.5) == "2.5");             // a mean that is not whole stays a mean
+  CHECK(count_text(2.5) == "2.5");  // a mean that is not whole stays a mean
   CHECK(count_text(1.25, 2) == "1.25");
   // The sample experiment: 1x4's forward launches 180 kernels in each of 4 micro-batches.
   const auto doc = html_report(traceml_test::sample_experiment());
   CHECK(doc.find("720.0") == std::string::npos);
-  CHECK(doc.find("<td class=\"num\">720</td>") != std::string::npos);      // the GPU table
-  CHECK(doc.find(" busy, 720 kernels/step (") != std::string::npos);      // the busy/idle chart
+  CHECK(doc.find("<td class=\"num\">720</td>") != std::string::npos);  // the GPU table
+  CHECK(doc.find(" busy, 720 kernels/step (") != std::string::npos);   // the busy/idle chart
   static const std::regex count_with_decimals(
       "[0-9]+\\.0( kernels|</td><td class=\"num\">[0-9.]+</td><td class=\"num\">[0-9.]+</td></tr>)");
   CHECK_FALSE(std::regex_search(doc, count_with_decimals));
@@ -676,8 +687,8 @@ TEST_CASE("counts print as integers: no \"720.0\" kernels", "[html][numbers]") {
     const std::size_t columns = cls == "data gpu" ? 9 : 4;
     REQUIRE(cells.size() % columns == 0);
     for (std::size_t c = 0; c < cells.size(); c += columns) {
-      const std::vector<std::string> counts =
-          cls == "data gpu" ? std::vector<std::string>{cells[c + 7], cells[c + 8]} : std::vector<std::string>{cells[c + 1]};
+      const std::vector<std::string> counts = cls == "data gpu" ? std::vector<std::string>{cells[c + 7], cells[c + 8]}
+                                                                : std::vector<std::string>{cells[c + 1]};
       for (const auto& n : counts) {
         INFO(cls << " row " << c / columns << ": " << n);
         CHECK(n.find('.') == std::string::npos);
@@ -712,8 +723,8 @@ TEST_CASE("run colours are never phase colours", "[html][colors]") {
   REQUIRE(drawn_phase.size() >= 5);
   for (const auto& c : drawn_run) CHECK(drawn_phase.count(c) == 0);
   // "1x4", the first run, is not forward's blue any more.
-  CHECK(detail::html::run_color(0) != detail::html::phase_palette(traceml_test::sample_experiment()).color(
-                                          phase_kind::forward, "forward"));
+  CHECK(detail::html::run_color(0) !=
+        detail::html::phase_palette(traceml_test::sample_experiment()).color(phase_kind::forward, "forward"));
 }
 
 TEST_CASE("the ratio between runs is of medians, where median and mean disagree", "[html][compare]") {
@@ -740,7 +751,7 @@ TEST_CASE("median labels are nudged apart, close medians keep their own dash pat
   SECTION("spread_labels: order kept, at least the gap apart, inside the bounds") {
     CHECK(spread_labels({100, 101, 102}, 13, 0, 300) == std::vector<double>{100, 113, 126});
     CHECK(spread_labels({102, 100}, 13, 0, 300) == std::vector<double>{113, 100});
-    CHECK(spread_labels({50, 200}, 13, 0, 300) == std::vector<double>{50, 200});  // far apart: untouched
+    CHECK(spread_labels({50, 200}, 13, 0, 300) == std::vector<double>{50, 200});    // far apart: untouched
     CHECK(spread_labels({295, 299}, 13, 0, 300) == std::vector<double>{287, 300});  // pushed back from the edge
     CHECK(spread_labels({-20}, 13, 10, 300) == std::vector<double>{10});
   }
@@ -776,7 +787,8 @@ TEST_CASE("the explanation is escaped and shown under the comparison table", "[h
   const std::string text = "4x1 is faster: <fewer> launches & \"bigger\" kernels.\n\nSecond paragraph.";
   const auto doc = html_report(runs, "t", text);
   CHECK_NOTHROW(check_balanced(tokenize(doc)));
-  const std::string first = "<p class=\"explanation\">4x1 is faster: &lt;fewer&gt; launches &amp; &quot;bigger&quot; kernels.</p>";
+  const std::string first =
+      "<p class=\"explanation\">4x1 is faster: &lt;fewer&gt; launches &amp; &quot;bigger&quot; kernels.</p>";
   const auto at = doc.find(first);
   REQUIRE(at != std::string::npos);
   CHECK(doc.find("<p class=\"explanation\">Second paragraph.</p>") == doc.find("</p>", at) + 5);
@@ -882,8 +894,9 @@ TEST_CASE("hardware counters give the activity chart: four shares per phase on a
     CHECK(doc.find("<title>forward: SM active 25.0% of the sampled GPU window, over 9 of 10 steps</title>") !=
           std::string::npos);
   }
-  const std::string fwd_cells_as_counted = "forward</td><td class=\"num\">1</td><td class=\"num\">60.0%</td>"
-                                           "<td class=\"num\">54.5%</td><td class=\"num\">61.8%</td></tr>";
+  const std::string fwd_cells_as_counted =
+      "forward</td><td class=\"num\">1</td><td class=\"num\">60.0%</td>"
+      "<td class=\"num\">54.5%</td><td class=\"num\">61.8%</td></tr>";
   SECTION("the agreement of the two sources on the recorded step") {
     const std::string fwd =
         "forward</td><td class=\"num\">1</td><td class=\"num\">60.0%</td><td class=\"num\">54.5%</td></tr>";
@@ -1010,8 +1023,9 @@ TEST_CASE("the sample experiment with hardware counters: four charts, a counter 
   CHECK(bars == 15 * 4 - 5);  // 4 phases and the step x 3 runs; 4x1 has no tensor counter
   CHECK(tensor_bars == 10);
   CHECK(count(doc, "class=\"note\">not sampled</text>") == 5);
-  CHECK(doc.find("1x4 over 21 sampled steps of 21; 2x2 over 21 sampled steps of 21; 4x1 over 21 sampled steps of 21.") !=
-        std::string::npos);
+  CHECK(
+      doc.find("1x4 over 21 sampled steps of 21; 2x2 over 21 sampled steps of 21; 4x1 over 21 sampled steps of 21.") !=
+      std::string::npos);
   for (double v : shares_in(doc)) {
     INFO(v);
     CHECK(v >= 0);

@@ -42,8 +42,8 @@ std::string repeat(const std::string& s, int n) {
 
 TEST_CASE("the JSON writer passes valid UTF-8 through unchanged", "[json]") {
   for (const std::string& s : {std::string("vorwärts"), std::string("前向"), std::string("\xF0\x9F\x98\x80 emoji"),
-                              std::string("\xEF\xBF\xBF max BMP"), std::string("\xF4\x8F\xBF\xBF max"),
-                              std::string("\xE2\x80\xA8 line separator"), std::string("plain ascii")}) {
+                               std::string("\xEF\xBF\xBF max BMP"), std::string("\xF4\x8F\xBF\xBF max"),
+                               std::string("\xE2\x80\xA8 line separator"), std::string("plain ascii")}) {
     INFO(s);
     CHECK(round_trip(s) == s);
     std::string out;
@@ -53,7 +53,12 @@ TEST_CASE("the JSON writer passes valid UTF-8 through unchanged", "[json]") {
 }
 
 TEST_CASE("the JSON writer escapes control characters", "[json]") {
-  const std::string controls = std::string("a\x01" "b\x1f" "c\x7f" "d\n\r\t\"\\") + std::string(1, '\0') + "e";
+  const std::string controls = std::string(
+                                   "a\x01"
+                                   "b\x1f"
+                                   "c\x7f"
+                                   "d\n\r\t\"\\") +
+                               std::string(1, '\0') + "e";
   CHECK(round_trip(controls) == controls);
   std::string out;
   detail::append_json_string_body(out, controls.data(), controls.size());
@@ -66,16 +71,20 @@ TEST_CASE("the JSON writer replaces ill-formed UTF-8 with U+FFFD", "[json]") {
   };
   const std::vector<example> examples = {
       {"\xff", fffd},
-      {"a\xfe" "b", "a" + fffd + "b"},
-      {"\x80", fffd},                                  // a continuation byte alone
-      {"x\xE4\xB8", "x" + fffd},                       // 前 cut short at the end
-      {"\xE4\xB8" "y", fffd + "y"},                    // cut short before ASCII: the ASCII stays
-      {"\xF0\x9F\x98", fffd},                          // a 4-byte sequence cut short: one replacement
-      {"\xC0\xAF", repeat(fffd, 2)},                   // overlong '/'
-      {"\xE0\x80\xAF", repeat(fffd, 3)},               // overlong '/' in 3 bytes
-      {"\xF0\x80\x80\xAF", repeat(fffd, 4)},           // overlong '/' in 4 bytes
-      {"\xED\xA0\x80", repeat(fffd, 3)},               // a UTF-16 surrogate
-      {"\xF4\x90\x80\x80", repeat(fffd, 4)},           // past U+10FFFF
+      {"a\xfe"
+       "b",
+       "a" + fffd + "b"},
+      {"\x80", fffd},             // a continuation byte alone
+      {"x\xE4\xB8", "x" + fffd},  // 前 cut short at the end
+      {"\xE4\xB8"
+       "y",
+       fffd + "y"},                           // cut short before ASCII: the ASCII stays
+      {"\xF0\x9F\x98", fffd},                 // a 4-byte sequence cut short: one replacement
+      {"\xC0\xAF", repeat(fffd, 2)},          // overlong '/'
+      {"\xE0\x80\xAF", repeat(fffd, 3)},      // overlong '/' in 3 bytes
+      {"\xF0\x80\x80\xAF", repeat(fffd, 4)},  // overlong '/' in 4 bytes
+      {"\xED\xA0\x80", repeat(fffd, 3)},      // a UTF-16 surrogate
+      {"\xF4\x90\x80\x80", repeat(fffd, 4)},  // past U+10FFFF
       {"\xF5\x80", repeat(fffd, 2)},
       {"ok\xE4\xB8\x80ok\xff", "ok\xE4\xB8\x80ok" + fffd},  // valid and invalid mixed
   };
@@ -94,10 +103,14 @@ TEST_CASE("the JSON writer replaces ill-formed UTF-8 with U+FFFD", "[json]") {
 
 TEST_CASE("names of any bytes make a summary, a JSONL and a trace that parse", "[json][profiler]") {
   reset_recorder();
-  const std::string bad_run = "run\xff\x01" "name\xC0\xAF";
+  const std::string bad_run =
+      "run\xff\x01"
+      "name\xC0\xAF";
   const std::vector<std::string> names = {
-      "vorwärts", "前向",
-      "bad\xff" "byte",
+      "vorwärts",
+      "前向",
+      "bad\xff"
+      "byte",
       "cut\xE4\xB8",
       "overlong\xC0\xAF",
       "ctrl\x01\x1b[31m\x7f",
@@ -135,7 +148,10 @@ TEST_CASE("names of any bytes make a summary, a JSONL and a trace that parse", "
   CHECK(expected.count("cut" + fffd) == 1);
   CHECK(expected.count("overlong" + fffd + fffd) == 1);
   CHECK(expected.count("ctrl\x01\x1b[31m\x7f") == 1);  // escaped, decoded back to the same bytes
-  const std::string run_read = "run" + fffd + "\x01" "name" + fffd + fffd;
+  const std::string run_read = "run" + fffd +
+                               "\x01"
+                               "name" +
+                               fffd + fffd;
 
   std::ifstream summary_in(json);
   const auto summary = nlohmann::json::parse(summary_in);  // throws if not valid JSON and UTF-8

@@ -95,12 +95,9 @@ TEST_CASE("the live view's text for hand-made snapshots", "[live]") {
     s.median_steps = 5;
     s.phases = {{"forward", 4.0, -1, 3.96}, {"backward", 6.0, -1, 5.99}};
     const std::vector<std::string> expected{
-        "traceml live: mlp  step 5  elapsed 2 s",
-        "phase              last ms  median ms",
-        "forward                4.0        4.0",
-        "backward               6.0        6.0",
-        "step                  10.0       10.0",
-        "medians over the last 5 steps",
+        "traceml live: mlp  step 5  elapsed 2 s", "phase              last ms  median ms",
+        "forward                4.0        4.0",  "backward               6.0        6.0",
+        "step                  10.0       10.0",  "medians over the last 5 steps",
     };
     CHECK(render_live_view(s) == expected);
   }
@@ -132,7 +129,9 @@ TEST_CASE("names with control characters reach the terminal escaped", "[live]") 
   s.last_step_ms = 2;
   s.median_step_ms = 2;
   s.median_steps = 1;
-  s.phases = {{std::string("ph\x07" "ase"), 1.0, -1, 1.0}};  // BEL; split: "\x07a" would be one hex escape
+  s.phases = {{std::string("ph\x07"
+                           "ase"),
+               1.0, -1, 1.0}};  // BEL; split: "\x07a" would be one hex escape
   const auto lines = render_live_view(s);
   REQUIRE(lines.size() == 5);
   CHECK(lines[0].rfind("traceml live: r\\x1b[2J  step 1", 0) == 0);
@@ -153,11 +152,13 @@ TEST_CASE("durations read as seconds, minutes or hours", "[live]") {
 TEST_CASE("the snapshot's numbers come from the published steps", "[live]") {
   detail::live_board b;
   SECTION("last step's split, GPU time summed over micro-batches, nested phases left out") {
-    auto s0 = step_of(0, 10, {top("forward", 4, phase_kind::forward), top("backward", 5, phase_kind::backward),
-                              phase_time{phase_kind::user, "inner", 1, 1, false}});
+    auto s0 = step_of(0, 10,
+                      {top("forward", 4, phase_kind::forward), top("backward", 5, phase_kind::backward),
+                       phase_time{phase_kind::user, "inner", 1, 1, false}});
     s0.gpu = step_gpu_report{};
     s0.gpu->total.span_ns = 9'000'000;
-    phase_gpu_facts f0{phase_kind::forward, "forward", 0, {}, {}, {}}, f1 = f0, bw{phase_kind::backward, "backward", 0, {}, {}, {}};
+    phase_gpu_facts f0{phase_kind::forward, "forward", 0, {}, {}, {}},
+        f1 = f0, bw{phase_kind::backward, "backward", 0, {}, {}, {}};
     f0.facts.span_ns = 2'000'000;
     f1.microbatch = 1;
     f1.facts.span_ns = 1'500'000;
@@ -184,9 +185,9 @@ TEST_CASE("the snapshot's numbers come from the published steps", "[live]") {
     CHECK(s.last_step_gpu_ms == -1);
     REQUIRE(s.phases.size() == 3);
     CHECK(s.phases[0].median_ms == 8);
-    CHECK(s.phases[1].median_ms == 5);   // 5, 6, 0
-    CHECK(s.phases[1].last_ms == 0);     // not in the last step
-    CHECK(s.phases[2].median_ms == 0);   // 0, 0, 3
+    CHECK(s.phases[1].median_ms == 5);  // 5, 6, 0
+    CHECK(s.phases[1].last_ms == 0);    // not in the last step
+    CHECK(s.phases[2].median_ms == 0);  // 0, 0, 3
     CHECK(s.phases[2].last_ms == 3);
     CHECK(s.eta_s == Approx(7 * 20.0 / 1e3));
     CHECK(detail::make_live_snapshot(b, "r", 0, 1.0).eta_s == -1);  // length not known

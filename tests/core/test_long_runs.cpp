@@ -42,7 +42,7 @@ TEST_CASE("quantile sketch: every quantile within the stated relative error", "[
   const double a = GENERATE(0.005, 0.01, 0.02);
   for (unsigned seed : {1u, 2u, 3u}) {
     auto values = lognormal(50000, seed);
-    values.push_back(0.0);     // zero, and a negative value (a residual may be one), are ranked too
+    values.push_back(0.0);  // zero, and a negative value (a residual may be one), are ranked too
     values.push_back(-4.5);
     quantile_sketch s(a);
     for (double v : values) s.add(v);
@@ -62,7 +62,8 @@ TEST_CASE("quantile sketch: memory grows with the value range, not the count, me
     s.add(values[i]);
     (i % 2 ? half1 : half2).add(values[i]);
   }
-  const double range = *std::max_element(values.begin(), values.end()) / *std::min_element(values.begin(), values.end());
+  const double range =
+      *std::max_element(values.begin(), values.end()) / *std::min_element(values.begin(), values.end());
   // ln(range) / ln(gamma) buckets at most, gamma = 1.005 / 0.995.
   CHECK(s.buckets() <= static_cast<std::size_t>(std::log(range) / std::log(1.005 / 0.995)) + 2);
   CHECK(s.buckets() < 2000);
@@ -72,7 +73,8 @@ TEST_CASE("quantile sketch: memory grows with the value range, not the count, me
   CHECK(half1.count() == values.size());
 }
 
-TEST_CASE("running_stats: exact up to the limit, sketch beyond, count, mean, stddev, extremes always exact", "[stats][sketch]") {
+TEST_CASE("running_stats: exact up to the limit, sketch beyond, count, mean, stddev, extremes always exact",
+          "[stats][sketch]") {
   const auto values = lognormal(25000, 4);
   running_stats r(10000);
   std::vector<double> so_far;
@@ -111,7 +113,8 @@ TEST_CASE("running_stats: exact up to the limit, sketch beyond, count, mean, std
   CHECK(rs.stddev == Approx(summarize({2, 2, 2, 8}).stddev));
 }
 
-TEST_CASE("a run longer than the exact-quantile limit: figures from streaming statistics, one sample set each", "[stats][long]") {
+TEST_CASE("a run longer than the exact-quantile limit: figures from streaming statistics, one sample set each",
+          "[stats][long]") {
   // 30,000 steps of the mixed run's pattern: every 1000th step recorded, an "eval" phase only from
   // step 20,000 on (it must count as 0 ms on the 19,990 measured steps before).
   run_accumulator acc(10);
@@ -199,7 +202,8 @@ TEST_CASE("run_accumulator mid-run: warm-up never more than half, statistics of 
   for (std::size_t i = 0; i < run.steps.size(); ++i) CHECK(s.timeline[i].mean_ms == run.steps[i].wall_ms);
 }
 
-TEST_CASE("a profiled run longer than keep_steps: steps only in the JSONL, a bounded trace, full statistics", "[profiler][long]") {
+TEST_CASE("a profiled run longer than keep_steps: steps only in the JSONL, a bounded trace, full statistics",
+          "[profiler][long]") {
   traceml_test::reset_recorder();
   const std::string dir = traceml_test::temp_path("long_run_dir");
   ::mkdir(dir.c_str(), 0755);  // may exist from an earlier run
@@ -218,7 +222,7 @@ TEST_CASE("a profiled run longer than keep_steps: steps only in the JSONL, a bou
       }
     }
     const auto& r = prof.finish();
-    CHECK(r.steps.empty());            // dropped once past keep_steps
+    CHECK(r.steps.empty());  // dropped once past keep_steps
     CHECK(r.summary.steps == 200);
     CHECK(r.summary.step_ms.count == 198);
     CHECK(r.summary.timeline.size() == 200);
@@ -244,7 +248,8 @@ TEST_CASE("a profiled run longer than keep_steps: steps only in the JSONL, a bou
   CHECK(*steps_in_trace.begin() == 190);
 }
 
-TEST_CASE("a run whose step list would pass the summary's bound: aggregates only, the steps in the JSONL", "[profiler][long]") {
+TEST_CASE("a run whose step list would pass the summary's bound: aggregates only, the steps in the JSONL",
+          "[profiler][long]") {
   traceml_test::reset_recorder();
   const std::string dir = traceml_test::temp_path("bounded_summary_dir");
   ::mkdir(dir.c_str(), 0755);

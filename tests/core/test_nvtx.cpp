@@ -51,8 +51,10 @@ std::string describe(const nvtx_event& e) {
     case nvtx_call::push: break;
   }
   std::string s = std::string("push ") + e.message + " cat=" + std::to_string(e.category);
-  if (e.payload_type == NVTX_PAYLOAD_TYPE_INT32) s += " #" + std::to_string(e.payload);
-  else if (e.payload_type != 0) s += " payload-type=" + std::to_string(e.payload_type);
+  if (e.payload_type == NVTX_PAYLOAD_TYPE_INT32)
+    s += " #" + std::to_string(e.payload);
+  else if (e.payload_type != 0)
+    s += " payload-type=" + std::to_string(e.payload_type);
   return s + " d=" + std::to_string(e.depth);
 }
 
@@ -128,12 +130,12 @@ TEST_CASE("every range lives in one 'traceml' domain, created once", "[nvtx]") {
 TEST_CASE("tag-type and run-time-named phases use their names, user phases get the user category", "[nvtx]") {
   const std::size_t mark = event_count();
   { traceml::scoped_phase<tokenize> t; }
-  { TRACEML_PHASE_NAMED("forward"); }   // a built-in name gives the built-in kind
+  { TRACEML_PHASE_NAMED("forward"); }  // a built-in name gives the built-in kind
   { TRACEML_PHASE_NAMED("sampler"); }
   { traceml::named_phase p(traceml::phase_kind::dataloader, "prefetch"); }
-  CHECK(described_since(mark) == std::vector<std::string>{
-                                     "push tokenize cat=8 d=1", "pop d=1", "push forward cat=4 d=1", "pop d=1",
-                                     "push sampler cat=8 d=1", "pop d=1", "push prefetch cat=3 d=1", "pop d=1"});
+  CHECK(described_since(mark) == std::vector<std::string>{"push tokenize cat=8 d=1", "pop d=1",
+                                                          "push forward cat=4 d=1", "pop d=1", "push sampler cat=8 d=1",
+                                                          "pop d=1", "push prefetch cat=3 d=1", "pop d=1"});
 }
 
 TEST_CASE("recording switched off at run time opens no range, and never leaves one open", "[nvtx]") {
@@ -169,10 +171,9 @@ TEST_CASE("trainer hooks open the same ranges as scopes", "[nvtx]") {
   hooks.on_phase_end(traceml::phase_kind::user, "clip");
   hooks.on_step_end();
   hooks.on_train_end();
-  CHECK(described_since(mark) == std::vector<std::string>{
-                                     "push step cat=1 #0 d=1", "push microbatch cat=2 #0 d=2",
-                                     "push forward cat=4 d=3", "pop d=3", "pop d=2", "push clip cat=8 d=2",
-                                     "pop d=2", "pop d=1"});
+  CHECK(described_since(mark) == std::vector<std::string>{"push step cat=1 #0 d=1", "push microbatch cat=2 #0 d=2",
+                                                          "push forward cat=4 d=3", "pop d=3", "pop d=2",
+                                                          "push clip cat=8 d=2", "pop d=2", "pop d=1"});
 }
 
 TEST_CASE("hooks left open at the end of training close their ranges", "[nvtx]") {

@@ -128,8 +128,9 @@ TEST_CASE("outside steps appear in the table, the JSON summary, the Chrome trace
     CHECK(contains(table, "  forward (nested)           1      10.000      10.000      10.000"));
     CHECK(contains(table, "between steps                3     103.000      34.333     100.000"));
     CHECK(contains(table, "  at an epoch's end          1     100.000     100.000     100.000"));
-    CHECK(contains(table, "between steps: 72.0% of the 143.0 ms from the first step's start to the last step's end "
-                          "(largest gap after step 1); epoch marks: 2"));
+    CHECK(contains(table,
+                   "between steps: 72.0% of the 143.0 ms from the first step's start to the last step's end "
+                   "(largest gap after step 1); epoch marks: 2"));
     CHECK(contains(table, "verdict outside_steps: 72% of the run (103.0 of 143.0 ms"));
   }
   SECTION("JSON summary: the outside_steps object and the verdict") {
@@ -194,8 +195,9 @@ TEST_CASE("outside steps appear in the table, the JSON summary, the Chrome trace
     REQUIRE(phases_at != std::string::npos);
     REQUIRE(outside_at != std::string::npos);
     CHECK(outside_at > phases_at);
-    CHECK(contains(html, "<td>evaluation</td><td class=\"num\">2</td><td class=\"num\">80.00</td>"
-                         "<td class=\"num\">40.00</td><td class=\"num\">60.00</td>"));
+    CHECK(contains(html,
+                   "<td>evaluation</td><td class=\"num\">2</td><td class=\"num\">80.00</td>"
+                   "<td class=\"num\">40.00</td><td class=\"num\">60.00</td>"));
     CHECK(contains(html, "<td>between steps</td><td class=\"num\">3</td><td class=\"num\">103.0</td>"));
     CHECK(contains(html, "at an epoch's end</td><td class=\"num\">1</td><td class=\"num\">100.0</td>"));
     CHECK(contains(html, "72.0% of the 143.0 ms"));
@@ -321,8 +323,10 @@ TEST_CASE("TRACEML_OUT beside the program's own profiler: one message says which
     profiler prof(opts);
     TRACEML_STEP();
   }
-  CHECK(said("TRACEML_OUT=" + dir + " is set, but the program attached its own traceml::profiler ('own'): that "
-             "profiler collects, writing " + opts.json_path + "; TRACEML_OUT is not used"));
+  CHECK(said("TRACEML_OUT=" + dir +
+             " is set, but the program attached its own traceml::profiler ('own'): that "
+             "profiler collects, writing " +
+             opts.json_path + "; TRACEML_OUT is not used"));
   CHECK(detail::activation().decided.load());  // no session starts behind it later
   std::size_t count = 0;
   for (const auto& m : diagnostic_messages()) count += contains(m, "TRACEML_OUT=") ? 1 : 0;
@@ -333,9 +337,7 @@ TEST_CASE("TRACEML_OUT beside the program's own profiler: one message says which
     profiler_options session_like = profiler_options::named("session");
     session_like.print_table = false;
     session_like.config.emplace_back("started_by", "TRACEML_OUT");
-    {
-      profiler prof(session_like);
-    }
+    { profiler prof(session_like); }
     CHECK_FALSE(said("is set, but the program attached"));
   }
   unsetenv("TRACEML_OUT");
@@ -344,8 +346,9 @@ TEST_CASE("TRACEML_OUT beside the program's own profiler: one message says which
 
 TEST_CASE("a run whose GPU source could not be made gives the reason and the fix in every output", "[never-silent]") {
   traceml_test::reset_recorder();
-  const std::string why = "GPU timing off: no NVIDIA driver (the CUDA runtime found no libcuda; install the NVIDIA "
-                          "driver on a machine with a GPU); phases are timed on the CPU";
+  const std::string why =
+      "GPU timing off: no NVIDIA driver (the CUDA runtime found no libcuda; install the NVIDIA "
+      "driver on a machine with a GPU); phases are timed on the CPU";
   detail::note_no_gpu_source(why);  // what make_best_gpu_source notes when it attaches none
   profiler_options opts = profiler_options::named("nodriver");
   opts.print_table = false;

@@ -143,9 +143,7 @@ TEST_CASE("literal names are kept by address, run-time names by content", "[name
   CHECK(elsewhere == kept);
   CHECK(intern("tokenize_other") != kept);
   // A built-in name given at run time gives its kind, as a literal does.
-  {
-    named_phase f(std::string("forward"));
-  }
+  { named_phase f(std::string("forward")); }
   const auto fwd = drain();
   REQUIRE(fwd.size() == 1);
   CHECK(fwd[0].kind == phase_kind::forward);
@@ -169,9 +167,7 @@ TEST_CASE("switched off, a run-time name is not copied", "[names]") {
     return t.names.size();
   }();
   set_enabled(false);
-  {
-    TRACEML_PHASE_NAMED(std::string("never_interned_while_off"));
-  }
+  { TRACEML_PHASE_NAMED(std::string("never_interned_while_off")); }
   set_enabled(true);
   auto& t = detail::interned_names();
   detail::lock_guard lock(t.mu);

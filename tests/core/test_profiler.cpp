@@ -34,12 +34,24 @@ void one_step(int microbatches) {
   TRACEML_STEP();
   for (int m = 0; m < microbatches; ++m) {
     TRACEML_MICROBATCH();
-    { TRACEML_PHASE(dataloader); spin_for(100us); }
-    { TRACEML_PHASE(forward); spin_for(300us); }
-    { TRACEML_PHASE(backward); spin_for(500us); }
+    {
+      TRACEML_PHASE(dataloader);
+      spin_for(100us);
+    }
+    {
+      TRACEML_PHASE(forward);
+      spin_for(300us);
+    }
+    {
+      TRACEML_PHASE(backward);
+      spin_for(500us);
+    }
   }
   spin_for(50us);  // outside any phase: shows up as residual
-  { TRACEML_PHASE(optimizer); spin_for(200us); }
+  {
+    TRACEML_PHASE(optimizer);
+    spin_for(200us);
+  }
 }
 
 /// A GPU source that delivers one step late, as CUPTI does (records arrive after the step ends):
@@ -132,7 +144,8 @@ TEST_CASE("phases and residual add up to the step, and the JSON matches the tabl
   // The table prints the same numbers, rounded to three decimals.
   const auto table = format_table(run);
   CHECK(table.find(format_ms(js["step_ms"]["mean"].get<double>())) != std::string::npos);
-  for (const auto& p : js["phases"]) CHECK(table.find(format_ms(p["wall_ms"]["mean"].get<double>())) != std::string::npos);
+  for (const auto& p : js["phases"])
+    CHECK(table.find(format_ms(p["wall_ms"]["mean"].get<double>())) != std::string::npos);
 
   const json trace = json::parse(std::ifstream(o.trace_path));
   std::size_t x = 0;
@@ -182,7 +195,8 @@ TEST_CASE("a profiler that knows its rank writes it into every file it writes", 
     CHECK_FALSE(prof.finish().rank.distributed());
     REQUIRE(diagnostic_messages().size() == 1);
     CHECK(diagnostic_messages()[0] ==
-          "profiler_options::rank 2 of 2 is not a rank of a run (need 0 <= rank < world_size); the outputs carry no rank");
+          "profiler_options::rank 2 of 2 is not a rank of a run (need 0 <= rank < world_size); the outputs carry no "
+          "rank");
   }
 }
 
@@ -289,7 +303,8 @@ TEST_CASE("GPU facts that arrive late are attached to their steps", "[profiler][
   for (const auto& p : {o.jsonl_path, o.trace_path}) std::remove(p.c_str());
 }
 
-TEST_CASE("outputs that cannot be written do not stop the run, and each is named with its reason", "[profiler][errors]") {
+TEST_CASE("outputs that cannot be written do not stop the run, and each is named with its reason",
+          "[profiler][errors]") {
   traceml_test::reset_recorder();
   // A full disk for real: files that are links to /dev/full (every write fails with ENOSPC).
   const std::string full = traceml_test::temp_path("full_disk");
@@ -309,11 +324,13 @@ TEST_CASE("outputs that cannot be written do not stop the run, and each is named
   CHECK(run.steps.size() == 3);
   // In the order finish() writes them; the JSONL failed at its first step and was not retried.
   CHECK(prof.failed_outputs() == std::vector<std::string>{o.trace_path, o.json_path, o.html_path, o.jsonl_path});
-  CHECK(diagnostic_messages() == std::vector<std::string>{
-      "cannot write step JSONL to '" + o.jsonl_path + "': No space left on device (training continues without it)",
-      "cannot write Chrome trace to '/nonexistent-traceml-dir/t.json': No such file or directory",
-      "cannot write JSON summary to '/nonexistent-traceml-dir/s.json': No such file or directory",
-      "cannot write HTML report to '" + o.html_path + "': No space left on device"});
+  CHECK(
+      diagnostic_messages() ==
+      std::vector<std::string>{
+          "cannot write step JSONL to '" + o.jsonl_path + "': No space left on device (training continues without it)",
+          "cannot write Chrome trace to '/nonexistent-traceml-dir/t.json': No such file or directory",
+          "cannot write JSON summary to '/nonexistent-traceml-dir/s.json': No such file or directory",
+          "cannot write HTML report to '" + o.html_path + "': No space left on device"});
   std::filesystem::remove_all(full);
 }
 
@@ -348,7 +365,7 @@ TEST_CASE("a phase on another thread that outlives its step is reported, not kep
       phase_open = true;
       while (!step_closed.load()) {
       }
-    });                                  // ... and ends after it
+    });  // ... and ends after it
     while (!phase_open.load()) {
     }
   }
@@ -436,7 +453,8 @@ TEST_CASE("the trace shows OS thread ids and names, a fixed process order and a 
     const std::string ph = e["ph"];
     if (ph == "M" && e["name"] == "thread_name" && e["pid"] == 1 && e["args"]["name"] != "between steps")
       thread_names[e["tid"]] = e["args"]["name"];
-    if (ph == "M" && e["name"] == "thread_sort_index" && e["pid"] == 1) thread_order[e["tid"]] = e["args"]["sort_index"];
+    if (ph == "M" && e["name"] == "thread_sort_index" && e["pid"] == 1)
+      thread_order[e["tid"]] = e["args"]["sort_index"];
     if (ph == "M" && e["name"] == "process_sort_index") process_order[e["pid"]] = e["args"]["sort_index"];
     if (ph == "C") counters.push_back(e);
     if (ph != "X" || e["pid"] != 1) continue;

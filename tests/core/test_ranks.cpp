@@ -52,7 +52,7 @@ TEST_CASE("the slowest rank is the one with the most compute, the others wait fo
   CHECK(m.ranks[2].wait_ms.max == Approx(20));
   CHECK(m.ranks[0].compute_ms.median == Approx(40));
   CHECK(m.ranks[1].communication_ms.median == Approx(20));  // 20 2 21
-  CHECK(m.ranks[0].step_ms.median == Approx(51));            // 50 52 51, warm-up's 100 left out
+  CHECK(m.ranks[0].step_ms.median == Approx(51));           // 50 52 51, warm-up's 100 left out
   CHECK(m.ranks[0].recorded == 4);
   // Skew: equal step times, none; compute 30/40/50 on every step: max 50 - median 40.
   CHECK(m.step_skew_ms.max == Approx(0));
@@ -63,7 +63,9 @@ TEST_CASE("the slowest rank is the one with the most compute, the others wait fo
   const auto t = traceml::format_rank_table(m);
   CHECK(contains(t, "ranks: 3 of 3 reported\n"));
   CHECK(contains(t, "3 steps compared: those every reporting rank recorded, after 1 warm-up\n"));
-  CHECK(contains(t, "rank 2 was the slowest on 2 of 3 steps; the other ranks waited for the slowest a median 10.0..20.0 ms per step"));
+  CHECK(contains(t,
+                 "rank 2 was the slowest on 2 of 3 steps; the other ranks waited for the slowest a median 10.0..20.0 "
+                 "ms per step"));
   CHECK(contains(t, "of compute: median 10.00 ms"));
   // Rank 1's row: 4 recorded, step 51.0, compute 30.0, comm 20.0, waits 20.0, slowest on 1 of 3.
   CHECK(contains(t, "\n1              4        51.0        30.0        20.0        20.0      1 (33%)\n"));
@@ -96,8 +98,9 @@ TEST_CASE("a step that one rank lacks is left out of every figure, and counted",
   CHECK(m.ranks[2].slowest_on == 1);
   CHECK(m.ranks[1].slowest_on == 1);
   CHECK(m.most_often_slowest == 1);  // a tie in count goes to the lower rank
-  CHECK(contains(traceml::format_rank_table(m), "2 steps compared: those every reporting rank recorded, after 1 warm-up "
-                                                "(1 more left out: not on every rank)"));
+  CHECK(contains(traceml::format_rank_table(m),
+                 "2 steps compared: those every reporting rank recorded, after 1 warm-up "
+                 "(1 more left out: not on every rank)"));
 }
 
 TEST_CASE("without communication phases the longest step is the slowest", "[ranks]") {

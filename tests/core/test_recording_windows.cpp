@@ -101,8 +101,14 @@ struct scheduled_source : gpu_source {
 
 void one_step() {
   TRACEML_STEP();
-  { TRACEML_PHASE(forward); spin_for(200us); }
-  { TRACEML_PHASE(optimizer); spin_for(50us); }
+  {
+    TRACEML_PHASE(forward);
+    spin_for(200us);
+  }
+  {
+    TRACEML_PHASE(optimizer);
+    spin_for(50us);
+  }
 }
 
 struct seen_window {
@@ -111,7 +117,7 @@ struct seen_window {
   std::vector<std::int32_t> steps;
   std::vector<bool> measured;  // kernels_measured per step
   bool training_thread = false;
-  int during_step = -1;        // the loop's step count when it arrived; -1: at finish()
+  int during_step = -1;  // the loop's step count when it arrived; -1: at finish()
   json trace;
 };
 
@@ -124,9 +130,10 @@ std::vector<json> events_of(const json& trace, int pid) {
 
 }  // namespace
 
-TEST_CASE("a scheduled run: warm-up steps are neither recorded nor baseline, and the recording cost pairs "
-          "each recorded step with the untraced steps before its window",
-          "[schedule][stats]") {
+TEST_CASE(
+    "a scheduled run: warm-up steps are neither recorded nor baseline, and the recording cost pairs "
+    "each recorded step with the untraced steps before its window",
+    "[schedule][stats]") {
   // skip_first 1, then 2 cycles of wait 1, warm-up 1, active 2:   s | w u a L | w u a L | . . . .
   const recording_schedule sch(1, 1, 2, 2, 1);
   const double wall[] = {10, 10, 40, 20, 22, 14, 40, 24, 26, 13, 10, 10, 10};
@@ -189,8 +196,7 @@ TEST_CASE("windows gather the active steps of a cycle and close at its last one"
   CHECK(c.windows() == 2);
 }
 
-TEST_CASE("a window is cut short by the end of the run or by a step of it that never arrived",
-          "[schedule][windows]") {
+TEST_CASE("a window is cut short by the end of the run or by a step of it that never arrived", "[schedule][windows]") {
   const recording_schedule sch(0, 0, 3);  // a a L a a L ...
   SECTION("the run ends inside the second window") {
     detail::window_collector c("cut");
@@ -299,7 +305,8 @@ TEST_CASE("on_trace_ready: each window once, in order, on the training thread, w
   std::remove(o.trace_path.c_str());
 }
 
-TEST_CASE("on_trace_ready: a window the run ended inside arrives at finish(), cut short", "[schedule][windows][profiler]") {
+TEST_CASE("on_trace_ready: a window the run ended inside arrives at finish(), cut short",
+          "[schedule][windows][profiler]") {
   traceml_test::reset_recorder();
   std::vector<std::pair<std::vector<std::int32_t>, bool>> seen;
   bool finishing = false;

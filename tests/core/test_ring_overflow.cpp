@@ -112,8 +112,9 @@ TEST_CASE("a step with more phases than its ring holds is kept and says how many
   // The table's warning names the count and the steps its figures rest on.
   const std::string table = format_table(r);
   INFO(table);
-  CHECK(contains(table, "warning: " + std::to_string(steps * lost) + " CPU records dropped (ring full): 5 of 5 steps "
-                        "lost phases to a full ring, 4 of the 4 measured"));
+  CHECK(contains(table, "warning: " + std::to_string(steps * lost) +
+                            " CPU records dropped (ring full): 5 of 5 steps "
+                            "lost phases to a full ring, 4 of the 4 measured"));
   std::remove(jsonl.c_str());
   std::remove(json.c_str());
 }
@@ -136,7 +137,8 @@ TEST_CASE("a step that fits its ring loses nothing and says so", "[profiler][rin
   for (const auto& st : r.steps) {
     CHECK(st.lost_phases == 0);
     REQUIRE(st.find(phase_kind::forward, "forward") != nullptr);
-    CHECK(static_cast<std::size_t>(st.find(phase_kind::forward, "forward")->count) == detail::thread_ring::phase_room - 1);
+    CHECK(static_cast<std::size_t>(st.find(phase_kind::forward, "forward")->count) ==
+          detail::thread_ring::phase_room - 1);
   }
   CHECK(r.summary.dropped_records == 0);
   CHECK(r.summary.steps_with_lost_phases == 0);
@@ -156,9 +158,8 @@ TEST_CASE("a step scope that closes on a full ring still ends its step", "[scope
     }
   }
   std::size_t steps_kept = 0, phases_kept = 0;
-  const auto dropped = detail::drain_all([&](const span_record& r) {
-    (r.kind == phase_kind::step ? steps_kept : phases_kept) += 1;
-  });
+  const auto dropped =
+      detail::drain_all([&](const span_record& r) { (r.kind == phase_kind::step ? steps_kept : phases_kept) += 1; });
   CHECK(steps_kept == 1);
   CHECK(phases_kept == detail::thread_ring::phase_room);
   CHECK(dropped == detail::thread_ring::reserved);

@@ -12,8 +12,13 @@ using traceml_test::drain;
 using traceml_test::reset_recorder;
 
 namespace {
-struct tokenize { static constexpr const char* name = "tokenize"; };
-struct allreduce { static constexpr phase_kind kind = phase_kind::communication; static constexpr const char* name = "allreduce"; };
+struct tokenize {
+  static constexpr const char* name = "tokenize";
+};
+struct allreduce {
+  static constexpr phase_kind kind = phase_kind::communication;
+  static constexpr const char* name = "allreduce";
+};
 
 const span_record& find(const std::vector<span_record>& v, const char* name, int nth = 0) {
   for (const auto& r : v)
@@ -26,7 +31,10 @@ const span_record& find(const std::vector<span_record>& v, const char* name, int
 TEST_CASE("a scope records one closed interval with its kind and name", "[scopes]") {
   reset_recorder();
   const auto before = now_ns();
-  { TRACEML_PHASE(forward); traceml_test::spin_for(std::chrono::microseconds(200)); }
+  {
+    TRACEML_PHASE(forward);
+    traceml_test::spin_for(std::chrono::microseconds(200));
+  }
   const auto after = now_ns();
   auto recs = drain();
   REQUIRE(recs.size() == 1);
@@ -101,7 +109,10 @@ TEST_CASE("recording can be switched off at run time", "[scopes]") {
   reset_recorder();
   set_enabled(false);
   CHECK_FALSE(enabled());
-  { TRACEML_STEP(); TRACEML_PHASE(forward); }
+  {
+    TRACEML_STEP();
+    TRACEML_PHASE(forward);
+  }
   CHECK(drain().empty());
   set_enabled(true);
   CHECK(enabled());
@@ -149,12 +160,15 @@ TEST_CASE("several threads record at once into their own rings", "[scopes][threa
         ++ready;
         while (ready.load() < threads) {
         }
-        for (int i = 0; i < per_thread; ++i) { TRACEML_PHASE_NAMED("worker"); }
+        for (int i = 0; i < per_thread; ++i) {
+          TRACEML_PHASE_NAMED("worker");
+        }
       });
     for (auto& w : workers) w.join();
   }
   auto recs = drain();
-  const auto n = std::count_if(recs.begin(), recs.end(), [](const span_record& r) { return std::string(r.name) == "worker"; });
+  const auto n =
+      std::count_if(recs.begin(), recs.end(), [](const span_record& r) { return std::string(r.name) == "worker"; });
   CHECK(n == threads * per_thread);
   std::vector<std::uint32_t> ids;
   for (const auto& r : recs)
@@ -172,7 +186,9 @@ TEST_CASE("several threads record at once into their own rings", "[scopes][threa
 TEST_CASE("a full ring drops and counts records instead of blocking", "[scopes]") {
   reset_recorder();
   const std::size_t extra = 10;
-  for (std::size_t i = 0; i < detail::thread_ring::capacity + extra; ++i) { TRACEML_PHASE(forward); }
+  for (std::size_t i = 0; i < detail::thread_ring::capacity + extra; ++i) {
+    TRACEML_PHASE(forward);
+  }
   std::size_t seen = 0;
   const auto dropped = detail::drain_all([&](const span_record&) { ++seen; });
   CHECK(seen == detail::thread_ring::phase_room);  // phases leave the reserve to step ends
@@ -189,15 +205,22 @@ TEST_CASE("a ring full of phases keeps room for micro-batch and step records", "
     TRACEML_STEP();
     {
       TRACEML_MICROBATCH();
-      for (std::size_t i = 0; i < thread_ring::capacity; ++i) { TRACEML_PHASE(forward); }
+      for (std::size_t i = 0; i < thread_ring::capacity; ++i) {
+        TRACEML_PHASE(forward);
+      }
     }
     // Micro-batches may fill the reserve but its last slot, which waits for the step.
-    for (std::size_t i = 0; i < thread_ring::reserved; ++i) { TRACEML_MICROBATCH(); }
+    for (std::size_t i = 0; i < thread_ring::reserved; ++i) {
+      TRACEML_MICROBATCH();
+    }
   }
   const std::uint64_t dropped = detail::drain_all([&](const span_record& r) {
-    if (r.kind == phase_kind::step) ++steps_kept;
-    else if (r.kind == phase_kind::microbatch) ++micro_kept;
-    else ++phases_kept;
+    if (r.kind == phase_kind::step)
+      ++steps_kept;
+    else if (r.kind == phase_kind::microbatch)
+      ++micro_kept;
+    else
+      ++phases_kept;
   });
   CHECK(phases_kept == thread_ring::phase_room);
   // 1 + reserved micro-batches closed after the phases filled their room: the reserve but the
@@ -225,8 +248,16 @@ TEST_CASE("rings of exited threads are reused once drained", "[scopes][threads]"
   // An exited thread's undrained ring is not handed to a new thread: the new thread gets a whole
   // ring's room, so nothing it records is dropped.
   const std::size_t almost_full = detail::thread_ring::phase_room - 1;
-  std::thread([&] { for (std::size_t i = 0; i < almost_full; ++i) { TRACEML_PHASE(dataloader); } }).join();
-  std::thread([] { for (int i = 0; i < 10; ++i) { TRACEML_PHASE(forward); } }).join();
+  std::thread([&] {
+    for (std::size_t i = 0; i < almost_full; ++i) {
+      TRACEML_PHASE(dataloader);
+    }
+  }).join();
+  std::thread([] {
+    for (int i = 0; i < 10; ++i) {
+      TRACEML_PHASE(forward);
+    }
+  }).join();
   std::size_t seen = 0;
   CHECK(detail::drain_all([&](const span_record&) { ++seen; }) == 0);
   CHECK(seen == almost_full + 10);

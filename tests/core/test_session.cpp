@@ -172,8 +172,10 @@ nlohmann::json summary_run(const fs::path& p) { return nlohmann::json::parse(rea
 
 /// Runs a bash command line (the trainer is $T in it; bash counts ulimit -f in KiB); its status.
 run_output run_shell(const std::string& script) {
-  return run_command("env -u TRACEML_OUT -u TRACEML_RUN_NAME -u RANK -u WORLD_SIZE -u LOCAL_RANK T='" TRACEML_TEST_TRAINER
-                     "' bash -c '" + script + "' 2>&1");
+  return run_command(
+      "env -u TRACEML_OUT -u TRACEML_RUN_NAME -u RANK -u WORLD_SIZE -u LOCAL_RANK T='" TRACEML_TEST_TRAINER
+      "' bash -c '" +
+      script + "' 2>&1");
 }
 
 }  // namespace
@@ -182,7 +184,8 @@ TEST_CASE("A full disk at exit: each failed output said once, the others written
   const fs::path dir = fresh_dir("session_full");
   // RLIMIT_FSIZE of 10 KiB with SIGXFSZ ignored: a write beyond it fails with EFBIG, as on a full
   // disk. Run "t"'s JSONL (~4 KB) and summary (~7.5 KB) fit; the trace and the HTML (~13 KB) do not.
-  const run_output r = run_shell("ulimit -f 10; trap \"\" XFSZ; TRACEML_RUN_NAME=t TRACEML_OUT=" + dir.string() + " exec \"$T\"");
+  const run_output r =
+      run_shell("ulimit -f 10; trap \"\" XFSZ; TRACEML_RUN_NAME=t TRACEML_OUT=" + dir.string() + " exec \"$T\"");
   INFO(r.text);
   CHECK(r.status == 74);  // the documented value (docs/reliability.md)
   CHECK(count_of(r.text, "cannot write Chrome trace") == 1);
@@ -210,7 +213,9 @@ TEST_CASE("The output folder removed mid-run: no crash, the failures said, exit 
 
 TEST_CASE("A program that exits non-zero keeps its own status when an output fails") {
   const fs::path dir = fresh_dir("session_own_status");
-  const run_output r = run_shell("ulimit -f 10; trap \"\" XFSZ; TRACEML_RUN_NAME=t TRAINER_EXIT_STATUS=5 TRACEML_OUT=" + dir.string() + " exec \"$T\"");
+  const run_output r =
+      run_shell("ulimit -f 10; trap \"\" XFSZ; TRACEML_RUN_NAME=t TRAINER_EXIT_STATUS=5 TRACEML_OUT=" + dir.string() +
+                " exec \"$T\"");
   INFO(r.text);
   CHECK(r.status == 5);
   CHECK(count_of(r.text, "cannot write Chrome trace") == 1);
@@ -236,8 +241,9 @@ TEST_CASE("Ranks started on one TRACEML_OUT write their own files, and rank 0 sa
   const fs::path dir = fresh_dir("session_ranks");
   const std::string out = "TRACEML_OUT=" + dir.string();
   const std::string log = dir.string() + ".log";
-  const run_output r = run_shell("RANK=0 WORLD_SIZE=2 " + out + " \"$T\" >" + log + "0 2>&1 & RANK=1 WORLD_SIZE=2 " + out +
-                                 " \"$T\" >" + log + "1 2>&1; s1=$?; wait $!; s0=$?; cat " + log + "0 " + log + "1; exit $((s0 + s1))");
+  const run_output r =
+      run_shell("RANK=0 WORLD_SIZE=2 " + out + " \"$T\" >" + log + "0 2>&1 & RANK=1 WORLD_SIZE=2 " + out + " \"$T\" >" +
+                log + "1 2>&1; s1=$?; wait $!; s0=$?; cat " + log + "0 " + log + "1; exit $((s0 + s1))");
   INFO(r.text);
   REQUIRE(r.status == 0);
   CHECK(count_of(r.text, "traceml ranks " + dir.string() + "/" + trainer_name + "_rank*_steps.jsonl") == 1);
@@ -261,8 +267,8 @@ TEST_CASE("Two runs on one folder never share a file: the second takes a suffix 
   const fs::path dir = fresh_dir("session_two_runs");
   const std::string out = "TRACEML_OUT=" + dir.string();
   const std::string log = dir.string() + ".log";
-  const run_output r = run_shell(out + " \"$T\" >" + log + "a 2>&1 & " + out + " \"$T\" >" + log + "b 2>&1; s1=$?; wait $!; s0=$?; cat " +
-                                 log + "a " + log + "b; exit $((s0 + s1))");
+  const run_output r = run_shell(out + " \"$T\" >" + log + "a 2>&1 & " + out + " \"$T\" >" + log +
+                                 "b 2>&1; s1=$?; wait $!; s0=$?; cat " + log + "a " + log + "b; exit $((s0 + s1))");
   INFO(r.text);
   REQUIRE(r.status == 0);
   CHECK(count_of(r.text, "belongs to another run") == 1);
@@ -281,9 +287,11 @@ TEST_CASE("Two runs on one folder never share a file: the second takes a suffix 
 }
 
 TEST_CASE("SIGINT or SIGTERM mid-step: the session writes every output of the finished steps") {
-  const auto [sig, status] = GENERATE(std::make_pair(std::string("SIGINT"), 130), std::make_pair(std::string("SIGTERM"), 143));
+  const auto [sig, status] =
+      GENERATE(std::make_pair(std::string("SIGINT"), 130), std::make_pair(std::string("SIGTERM"), 143));
   const fs::path dir = fresh_dir("session_signal_" + sig);
-  const run_output r = run_shell("TRAINER_SIGNAL_AT=5:" + sig + " TRACEML_OUT=" + dir.string() + " \"$T\"; echo status=$?");
+  const run_output r =
+      run_shell("TRAINER_SIGNAL_AT=5:" + sig + " TRACEML_OUT=" + dir.string() + " \"$T\"; echo status=$?");
   INFO(r.text);
   CHECK(count_of(r.text, "status=" + std::to_string(status)) == 1);
   CHECK(count_of(r.text, sig + ": run '" + trainer_name + "' stopped after 6 steps") == 1);
@@ -298,9 +306,13 @@ TEST_CASE("SIGINT or SIGTERM mid-step: the session writes every output of the fi
 TEST_CASE("SIGTERM from another process ends a long session with its outputs written") {
   const fs::path dir = fresh_dir("session_kill");
   const std::string log = dir.string() + ".log";
-  const run_output r = run_shell("TRAINER_STEPS=100000000 TRACEML_OUT=" + dir.string() + " \"$T\" >" + log + " 2>&1 & pid=$!; "
-                                 "while [ ! -s " + dir.string() + "/" + trainer_name + "_steps.jsonl ]; do sleep 0.05; done; "
-                                 "sleep 0.3; kill -TERM $pid; wait $pid; echo status=$?; cat " + log);
+  const run_output r = run_shell("TRAINER_STEPS=100000000 TRACEML_OUT=" + dir.string() + " \"$T\" >" + log +
+                                 " 2>&1 & pid=$!; "
+                                 "while [ ! -s " +
+                                 dir.string() + "/" + trainer_name +
+                                 "_steps.jsonl ]; do sleep 0.05; done; "
+                                 "sleep 0.3; kill -TERM $pid; wait $pid; echo status=$?; cat " +
+                                 log);
   INFO(r.text);
   CHECK(count_of(r.text, "status=143") == 1);
   const std::size_t steps = lines_of(dir / (trainer_name + "_steps.jsonl"));
@@ -312,7 +324,8 @@ TEST_CASE("SIGTERM from another process ends a long session with its outputs wri
 
 TEST_CASE("A program with its own SIGINT/SIGTERM handler keeps it, and the session says how the report is kept") {
   const fs::path dir = fresh_dir("session_own_handler");
-  const run_output r = run_trainer("TRACEML_OUT='" + dir.string() + "' TRAINER_OWN_HANDLER=1 TRAINER_SIGNAL_AT=5:SIGTERM");
+  const run_output r =
+      run_trainer("TRACEML_OUT='" + dir.string() + "' TRAINER_OWN_HANDLER=1 TRAINER_SIGNAL_AT=5:SIGTERM");
   INFO(r.text);
   CHECK(r.status == 0);  // the program's handler decided: it stopped after the step and returned
   CHECK(count_of(r.text, "handles SIGINT/SIGTERM itself") == 1);

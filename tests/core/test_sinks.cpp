@@ -127,7 +127,9 @@ void check_counter_summary(const json& c) {
 }
 
 /// The summary phase object named `name`.
-const json& phase_named(const json& summary, const char* name) {  // not a std::string: a temporary argument would make GCC 13 see a dangling reference
+const json& phase_named(
+    const json& summary,
+    const char* name) {  // not a std::string: a temporary argument would make GCC 13 see a dangling reference
   for (const auto& p : summary["phases"])
     if (p["name"] == name) return p;
   FAIL("no phase " << name);
@@ -140,24 +142,24 @@ TEST_CASE("the table prints each GPU figure over its own steps and says which", 
   // mean median p10 p90 min max std share | gpu ms | kernel ms busy% idle% kernels/step
   const auto fwd = table_row(table, "forward");
   REQUIRE(fwd.size() == 13);
-  CHECK(fwd[0] == "8.600");    // wall mean over the 10 measured steps
-  CHECK(fwd[8] == "7.400");    // GPU time (events) over the same 10 steps
-  CHECK(fwd[9] == "4.800");    // kernel time of the recorded step: 2 x (60 x 30 + 40 x 15) us
-  CHECK(fwd[10] == "54.5");    // busy 6 of an 11 ms window
-  CHECK(fwd[11] == "45.5");    // idle 5 of 11
-  CHECK(fwd[12] == "200");     // launches per recorded step
+  CHECK(fwd[0] == "8.600");                    // wall mean over the 10 measured steps
+  CHECK(fwd[8] == "7.400");                    // GPU time (events) over the same 10 steps
+  CHECK(fwd[9] == "4.800");                    // kernel time of the recorded step: 2 x (60 x 30 + 40 x 15) us
+  CHECK(fwd[10] == "54.5");                    // busy 6 of an 11 ms window
+  CHECK(fwd[11] == "45.5");                    // idle 5 of 11
+  CHECK(fwd[12] == "200");                     // launches per recorded step
   const auto eval = table_row(table, "eval");  // 2 of 10 steps, never on the recorded one
   REQUIRE(eval.size() == 13);
   CHECK(eval[0] == "800.0us");  // below 1 ms: in microseconds
   CHECK(eval[8] == "700.0us");  // 2 x 3.5 / 10
-  CHECK(eval[9] == "-");       // no kernel figures: zeros would read "no kernels"
+  CHECK(eval[9] == "-");        // no kernel figures: zeros would read "no kernels"
   CHECK(eval[10] == "-");
   const auto step = table_row(table, "step");
   REQUIRE(step.size() == 13);
   CHECK(step[0] == "26.100");
   CHECK(step[8] == "22.300");  // (20.5 x 7 + 24 x 2 + 31.5) / 10
   CHECK(step[9] == "16.200");
-  CHECK(step[10] == "58.7");   // 18.5 of 31.5
+  CHECK(step[10] == "58.7");  // 18.5 of 31.5
   CHECK(step[11] == "41.3");
   CHECK(step[12] == "510");
   CHECK(table.find("wall: 10 steps; gpu ms: 10 of 10 steps (CUDA events); kernel ms, busy/idle % of the GPU window, "
@@ -317,8 +319,10 @@ TEST_CASE("the JSON summary's hardware counters rest on the sampled steps, with 
   }
 }
 
-TEST_CASE("work side by side: each phase's hidden share over the recorded step, in the JSON and as a table "
-          "column only when some phase has it", "[sinks][json][table]") {
+TEST_CASE(
+    "work side by side: each phase's hidden share over the recorded step, in the JSON and as a table "
+    "column only when some phase has it",
+    "[sinks][json][table]") {
   const auto run = traceml_test::mixed_run_side_by_side();
   const json s = json::parse(json_summary({run}))["runs"][0]["summary"];
   CHECK(phase_named(s, "optimizer")["kernels"]["hidden_share"].get<double>() == Approx(0.4));  // 0.2 / 0.5
@@ -348,11 +352,14 @@ TEST_CASE("counter shares resting on under 5 samples per step are said to be coa
                                "much as its inside)\n") != std::string::npos);
 }
 
-TEST_CASE("the JSON summary's records as counted: beside the counters, over the same recorded steps, with how "
-          "they were seen", "[sinks][json]") {
+TEST_CASE(
+    "the JSON summary's records as counted: beside the counters, over the same recorded steps, with how "
+    "they were seen",
+    "[sinks][json]") {
   const json plain = json::parse(json_summary({traceml_test::mixed_run()}))["runs"][0]["summary"];
   CHECK_FALSE(plain["gpu"].contains("records_as_counted"));  // not modelled: no figure, and null shares
-  CHECK(phase_named(plain, "forward")["counters"]["agreement_on_recorded"]["kernel_records_as_counted_share"].is_null());
+  CHECK(
+      phase_named(plain, "forward")["counters"]["agreement_on_recorded"]["kernel_records_as_counted_share"].is_null());
 
   const json s = json::parse(json_summary({traceml_test::mixed_run_as_counted()}))["runs"][0]["summary"];
   CHECK(s["gpu"]["records_as_counted"]["sample_interval_us"].get<double>() == Approx(100));
@@ -412,7 +419,7 @@ TEST_CASE("a JSONL line has hardware counters on every sampled step, recorded or
   const json plain = json::parse(step_jsonl_line("mixed", run.steps[4]));  // sampled, not recorded
   const auto& u = plain["gpu"]["counters"];
   CHECK(u["covered_ms"].get<double>() == Approx(20.5));  // every window covered whole
-  CHECK(u["samples"] == 1025);                          // one per 20 us
+  CHECK(u["samples"] == 1025);                           // one per 20 us
   CHECK(u["busy_share"].get<double>() == Approx(12.9 / 20.5));
   const auto& f = plain["gpu"]["phases"][1]["counters"];
   REQUIRE(plain["gpu"]["phases"][1]["name"] == "forward");
@@ -435,8 +442,10 @@ TEST_CASE("a JSONL line has hardware counters on every sampled step, recorded or
   for (const auto& p : unsampled["gpu"]["phases"]) CHECK_FALSE(p.contains("counters"));
 }
 
-TEST_CASE("a rank of a data-parallel run says so in every output: the summary, every JSONL line, the trace's "
-          "processes apart from every other rank's", "[sinks][rank]") {
+TEST_CASE(
+    "a rank of a data-parallel run says so in every output: the summary, every JSONL line, the trace's "
+    "processes apart from every other rank's",
+    "[sinks][rank]") {
   auto run = traceml_test::mixed_run();
   const json single = json::parse(json_summary({run}))["runs"][0];
   CHECK_FALSE(single.contains("rank"));  // not distributed: no rank anywhere
@@ -475,8 +484,10 @@ TEST_CASE("a rank of a data-parallel run says so in every output: the summary, e
   for (const auto& e : plain["traceEvents"]) CHECK((e["pid"] == 1 || e["pid"] == 101));
 }
 
-TEST_CASE("the rank comes from RANK and WORLD_SIZE as torchrun sets them - values that are not a rank are said "
-          "once and left out", "[sinks][rank]") {
+TEST_CASE(
+    "the rank comes from RANK and WORLD_SIZE as torchrun sets them - values that are not a rank are said "
+    "once and left out",
+    "[sinks][rank]") {
   reset_diagnostics(/*quiet=*/true);
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
@@ -560,7 +571,8 @@ TEST_CASE("the Chrome trace's extras: OS thread ids and names, sort order, GPU m
   std::uint64_t flow_tid = 0;
   for (const auto& e : doc["traceEvents"]) {
     if (e["ph"] == "M" && e["pid"] == 1 && e["name"] == "thread_name") names[e["tid"]] = e["args"]["name"];
-    if (e["ph"] == "M" && e["pid"] == 1 && e["name"] == "thread_sort_index") thread_order[e["tid"]] = e["args"]["sort_index"];
+    if (e["ph"] == "M" && e["pid"] == 1 && e["name"] == "thread_sort_index")
+      thread_order[e["tid"]] = e["args"]["sort_index"];
     if (e["ph"] == "M" && e["pid"] != 1 && e["name"] == "thread_sort_index")
       stream_order[{e["pid"].get<int>(), e["tid"].get<std::uint64_t>()}] = e["args"]["sort_index"];
     if (e["ph"] == "M" && e["name"] == "process_sort_index") process_order[e["pid"]] = e["args"]["sort_index"];
@@ -568,7 +580,8 @@ TEST_CASE("the Chrome trace's extras: OS thread ids and names, sort order, GPU m
     if (e["ph"] == "s") flow_tid = e["tid"];
     if (e["ph"] == "C") counters.push_back(e);
   }
-  CHECK(tid_of == std::map<std::string, std::uint64_t>{{"step", 4242}, {"forward", 4242}, {"dataloader", 4243}, {"prefetch", 2}});
+  CHECK(tid_of ==
+        std::map<std::string, std::uint64_t>{{"step", 4242}, {"forward", 4242}, {"dataloader", 4243}, {"prefetch", 2}});
   CHECK(flow_tid == 4242);  // the launch arrow starts on the OS thread too
   CHECK(names == std::map<std::uint64_t, std::string>{{4242, "trainer"}, {4243, "thread 1"}, {2, "thread 2"}});
   CHECK(thread_order == std::map<std::uint64_t, std::int64_t>{{4242, 0}, {4243, 1}, {2, 2}});
@@ -651,7 +664,8 @@ TEST_CASE("write_json_summary writes the file it was asked to", "[sinks][json]")
   std::remove(path.c_str());
 }
 
-TEST_CASE("the table's hardware-counter block: sampled shares per phase, and the steps they rest on", "[sinks][table][counters]") {
+TEST_CASE("the table's hardware-counter block: sampled shares per phase, and the steps they rest on",
+          "[sinks][table][counters]") {
   const auto run = traceml_test::mixed_run();
   const auto table = format_table(run);
   const auto at = table.find("\nhardware counters ");
@@ -659,7 +673,8 @@ TEST_CASE("the table's hardware-counter block: sampled shares per phase, and the
   const auto block = table.substr(at + 1);  // under the main table, whose rows keep their 13 cells
   CHECK(table_row(table, "forward").size() == 13);
   // busy ms | busy % SM % tensor % DRAM % | rec. counters % rec. kernels %
-  CHECK(table_row(block, "forward") == std::vector<std::string>{"3.844", "51.6", "25.0", "20.0", "10.0", "60.0", "54.5"});
+  CHECK(table_row(block, "forward") ==
+        std::vector<std::string>{"3.844", "51.6", "25.0", "20.0", "10.0", "60.0", "54.5"});
   const auto bwd = table_row(block, "backward");
   REQUIRE(bwd.size() == 7);
   CHECK(bwd[1] == "78.4");  // (0.8 x 88 + 0.7 x 17) / 105
@@ -667,9 +682,10 @@ TEST_CASE("the table's hardware-counter block: sampled shares per phase, and the
   // eval ran on no recorded step: nothing to hold the sources against.
   CHECK(table_row(block, "eval") == std::vector<std::string>{"777.8us", "100.0", "90.0", "80.0", "20.0", "-", "-"});
   CHECK(table_row(block, "step") == std::vector<std::string>{"14.411", "64.0", "43.9", "35.3", "23.9", "61.9", "58.7"});
-  CHECK(block.find("busy ms, busy/SM/tensor/DRAM % of the sampled GPU window: 9 of 10 steps (sampled, hardware counters); "
-                   "rec. counters/kernels %: GPU busy from counters and from kernel records on the same 1 recorded step; "
-                   "samples covered 100.0% of the step's GPU window\n") != std::string::npos);
+  CHECK(block.find(
+            "busy ms, busy/SM/tensor/DRAM % of the sampled GPU window: 9 of 10 steps (sampled, hardware counters); "
+            "rec. counters/kernels %: GPU busy from counters and from kernel records on the same 1 recorded step; "
+            "samples covered 100.0% of the step's GPU window\n") != std::string::npos);
   // The kernel records' note is the same as without counters.
   CHECK(table.find("kernel ms, busy/idle % of the GPU window, kernels/step: 1 of 10 steps (recorded, CUPTI); recording "
                    "cost +45.8% per recorded step (median of each against the untraced steps before it)\n") < at);

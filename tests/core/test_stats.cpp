@@ -10,8 +10,8 @@
 using namespace traceml;
 
 namespace {
-span_record rec(phase_kind kind, const char* name, double b_ms, double e_ms, int step, int micro = -1,
-                int nesting = 0, unsigned thread = 0) {
+span_record rec(phase_kind kind, const char* name, double b_ms, double e_ms, int step, int micro = -1, int nesting = 0,
+                unsigned thread = 0) {
   span_record r;
   r.kind = kind;
   r.name = name;
@@ -108,7 +108,7 @@ TEST_CASE("compute_step: phase sums over micro-batches, nesting, residual", "[st
       rec(phase_kind::microbatch, "microbatch", 50, 90, 3, 1),
       rec(phase_kind::optimizer, "optimizer", 90, 98, 3),
       rec(phase_kind::dataloader, "dataloader", 0, 40, 3, -1, 0, /*thread=*/1),  // another thread
-      rec(phase_kind::forward, "forward", 200, 250, 4, 0),                           // another step
+      rec(phase_kind::forward, "forward", 200, 250, 4, 0),                       // another step
       rec(phase_kind::step, "step", 0, 100, 3),
   };
   const auto st = compute_step(3, spans);
@@ -214,7 +214,8 @@ TEST_CASE("summarize_run: top kernels are cut only after every recorded step was
     auto st = two_microbatch_step(i, true, gpu_facts{}, gpu_facts{});
     auto& f = st.gpu->phases;
     f.pop_back();  // one micro-batch
-    for (int k = 0; k < 10; ++k) f[0].kernels.push_back({"step" + std::to_string(i) + "_k" + std::to_string(k), 1, 6'000'000});
+    for (int k = 0; k < 10; ++k)
+      f[0].kernels.push_back({"step" + std::to_string(i) + "_k" + std::to_string(k), 1, 6'000'000});
     f[0].kernels.push_back({"steady", 1, 5'000'000});
     steps.push_back(st);
   }
@@ -243,7 +244,7 @@ TEST_CASE("summarize_run on recorded and unrecorded steps: each figure from one 
   REQUIRE(s.recording.cost);
   CHECK(*s.recording.cost == Approx(35.0 / 24 - 1));
   REQUIRE(s.step_gpu_ms);
-  CHECK(s.step_gpu_ms->count == 10);  // events: every measured step
+  CHECK(s.step_gpu_ms->count == 10);                                      // events: every measured step
   CHECK(s.step_gpu_ms->mean == Approx((20.5 * 7 + 24 * 2 + 31.5) / 10));  // step 6: GPU time as usual
   REQUIRE(s.step_kernels);
   CHECK(s.step_kernels->steps == 1);
@@ -290,7 +291,8 @@ TEST_CASE("summarize_run on recorded and unrecorded steps: each figure from one 
   CHECK(opt.kernels->kernels_per_microbatch == 0);  // outside micro-batches
 }
 
-TEST_CASE("summarize_run: hardware counters rest on the sampled steps, with their agreement on recorded ones", "[stats][mixed]") {
+TEST_CASE("summarize_run: hardware counters rest on the sampled steps, with their agreement on recorded ones",
+          "[stats][mixed]") {
   const auto run = traceml_test::mixed_run();
   const auto& s = run.summary;
   const auto phase = [&](const char* name) -> const phase_summary& { return phase_named(s, name); };
@@ -333,7 +335,8 @@ TEST_CASE("summarize_run: hardware counters rest on the sampled steps, with thei
   CHECK(s.step_counters->recorded_kernel_busy_share == Approx(18.5 / 31.5));
 }
 
-TEST_CASE("summarize_run: a baseline step without samples: the share of the others, said, no counters, no summary", "[stats][mixed]") {
+TEST_CASE("summarize_run: a baseline step without samples: the share of the others, said, no counters, no summary",
+          "[stats][mixed]") {
   auto run = traceml_test::mixed_run();
   run.steps[8].gpu->total.counters = {};  // a baseline step the samples did not reach
   for (auto& p : run.steps[8].gpu->phases) p.facts.counters = {};
@@ -357,7 +360,8 @@ TEST_CASE("summarize_run: a baseline step without samples: the share of the othe
   for (const auto& p : none.phases) CHECK_FALSE(p.counters);
 }
 
-TEST_CASE("summarize_run: shares stay within [0, 1] and busy + idle = window, whatever mix of steps", "[stats][mixed]") {
+TEST_CASE("summarize_run: shares stay within [0, 1] and busy + idle = window, whatever mix of steps",
+          "[stats][mixed]") {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   for (int trial = 0; trial < 50; ++trial) {
@@ -399,7 +403,6 @@ TEST_CASE("summarize_run: shares stay within [0, 1] and busy + idle = window, wh
   }
 }
 
-
 TEST_CASE("summarize_run: kernel columns average the recorded steps only", "[stats]") {
   // One step in four recorded by CUPTI (the overhead budget): per step 2 micro-batches x 100
   // kernels of forward; unrecorded steps carry phase entries with GPU time (events) only.
@@ -421,17 +424,17 @@ TEST_CASE("summarize_run: kernel columns average the recorded steps only", "[sta
   }
   const auto s = summarize_run(steps, 0);
   REQUIRE(s.phases[0].kernels);
-  CHECK(s.phases[0].kernels->steps == 2);                    // steps 1 and 5
-  CHECK(s.phases[0].kernels->kernel_ms.mean == Approx(6));   // 2 x 3 ms
+  CHECK(s.phases[0].kernels->steps == 2);                   // steps 1 and 5
+  CHECK(s.phases[0].kernels->kernel_ms.mean == Approx(6));  // 2 x 3 ms
   CHECK(s.phases[0].kernels->kernels_per_step == Approx(200));
   CHECK(s.phases[0].kernels->kernels_per_microbatch == Approx(100));  // not diluted by unrecorded steps
   REQUIRE(s.step_kernels);
   CHECK(s.step_kernels->steps == 2);
   REQUIRE(s.step_gpu_ms);
-  CHECK(s.step_gpu_ms->count == 8);                          // events: every step
+  CHECK(s.step_gpu_ms->count == 8);  // events: every step
   CHECK(s.phases[0].gpu_ms->count == 8);
   CHECK(s.phases[0].gpu_ms->mean == Approx(8));
-  CHECK(s.baseline.steps == 4);                              // 0, 3, 4, 7: not recorded, not after one
+  CHECK(s.baseline.steps == 4);  // 0, 3, 4, 7: not recorded, not after one
 }
 
 TEST_CASE("summarize_run: CUDA-event reports give GPU time, never kernel zeros", "[stats]") {

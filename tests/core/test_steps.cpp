@@ -51,7 +51,8 @@ struct slow_range {
   void take_time() const {
     const auto t = std::chrono::steady_clock::now();
     spin_for(fetch);
-    if (timed) timed->push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+    if (timed)
+      timed->push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
   }
 };
 
@@ -235,7 +236,7 @@ TEST_CASE("steps time a slow fetch as the dataloader phase, and the profiler see
   REQUIRE(fetch != nullptr);
   CHECK(fetch->wall_ms.count == 8);
   CHECK(fetch->wall_ms.min >= 1.99);  // each fetch spins 2 ms (at least: a loaded machine may take longer)
-  REQUIRE(fetches.size() == 9);  // the last increment found the end
+  REQUIRE(fetches.size() == 9);       // the last increment found the end
   std::vector<double> ratios;
   for (std::size_t i = 0; i < 8; ++i) {
     const phase_time* f = r.steps[i].find(phase_kind::dataloader, "dataloader");

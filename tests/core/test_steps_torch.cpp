@@ -114,7 +114,8 @@ TEST_CASE("steps over a torch::data loader: the dataloader phase holds the fetch
   CHECK(fetch->share > 0.5);
 }
 
-TEST_CASE("steps over a torch::data loader: step counts, plain, accumulated, on break and on an exception", "[steps][torch]") {
+TEST_CASE("steps over a torch::data loader: step counts, plain, accumulated, on break and on an exception",
+          "[steps][torch]") {
   reset_recorder();
   SECTION("plain, with worker threads") {
     profiler prof(quiet("plain"));

@@ -145,8 +145,10 @@ TEST_CASE("a signal the program ignores stays ignored under a guard", "[signals]
   CHECK(current_handler(SIGTERM) == term_before);
 }
 
-TEST_CASE("finish_on_signal: the finished steps' outputs are written, then the process ends by the signal", "[signals][profiler]") {
-  const auto [mode, sig] = GENERATE(std::make_pair(std::string("int"), SIGINT), std::make_pair(std::string("term"), SIGTERM));
+TEST_CASE("finish_on_signal: the finished steps' outputs are written, then the process ends by the signal",
+          "[signals][profiler]") {
+  const auto [mode, sig] =
+      GENERATE(std::make_pair(std::string("int"), SIGINT), std::make_pair(std::string("term"), SIGTERM));
   const fs::path dir = traceml_test::temp_path("signal_" + mode);
   const auto r = run_trainer(dir, mode);
   INFO(r.output);
@@ -188,7 +190,8 @@ TEST_CASE("finish_on_signal: a signal after the last step is acted on at the end
   CHECK(slurp(dir / "hook.txt") == "steps=12 signal=2\n");
 }
 
-TEST_CASE("finish_on_signal: a second signal ends the process at once, the JSONL keeps the finished steps", "[signals][profiler]") {
+TEST_CASE("finish_on_signal: a second signal ends the process at once, the JSONL keeps the finished steps",
+          "[signals][profiler]") {
   const auto mode = GENERATE(std::string("twice"), std::string("off"));  // off: the option's default
   const fs::path dir = traceml_test::temp_path("signal_" + mode);
   const auto r = run_trainer(dir, mode);

@@ -52,7 +52,7 @@ struct fake_machine {
   std::int64_t fits_up_to = 1 << 20;
   std::map<std::string, std::vector<double>> step_ms;  // per repeat
   std::map<std::string, std::int64_t> peak;
-  std::map<std::string, std::string> throws_at;          // trial name -> what() of a std::logic_error
+  std::map<std::string, std::string> throws_at;  // trial name -> what() of a std::logic_error
   std::vector<std::string> trials;
   int released = 0;
 
@@ -66,7 +66,8 @@ struct fake_machine {
       const auto name = t.schedule.name();
       const auto& times = step_ms.at(name);
       const auto p = peak.find(name);
-      return hand_run(t.name, t.steps, t.warmup, t.probe ? 999.0 : times.at(t.repeat), p == peak.end() ? -1 : p->second);
+      return hand_run(t.name, t.steps, t.warmup, t.probe ? 999.0 : times.at(t.repeat),
+                      p == peak.end() ? -1 : p->second);
     };
   }
   sweep_options options(std::int64_t effective_batch) {
@@ -156,10 +157,12 @@ TEST_CASE("the sweep probes down to the largest micro-batch that fits, then meas
   CHECK(rec.schedule == "4x2");
   CHECK(rec.confidence == sweep_confidence::clear);
   CHECK(rec.compared_with == "2x4");
-  CHECK(contains(rec.reason, "4x2 is the fastest: 40.0 ms per step, 5.00 ms per example, 1.50x faster per example "
-                             "than the next, 2x4"));
-  CHECK(contains(rec.reason, "beyond the noise (the ranges of the repeats' medians: 4x2 39.0..41.0 ms per step, "
-                             "2x4 59.0..61.0 ms per step)"));
+  CHECK(contains(rec.reason,
+                 "4x2 is the fastest: 40.0 ms per step, 5.00 ms per example, 1.50x faster per example "
+                 "than the next, 2x4"));
+  CHECK(contains(rec.reason,
+                 "beyond the noise (the ranges of the repeats' medians: 4x2 39.0..41.0 ms per step, "
+                 "2x4 59.0..61.0 ms per step)"));
   CHECK(contains(rec.reason, "Memory: peak 30.0 GiB reserved, 70% of the device free."));
   CHECK(contains(rec.explanation, "Why 2x4 is slower than 4x2: +20.0 ms per step"));
 
@@ -167,7 +170,8 @@ TEST_CASE("the sweep probes down to the largest micro-batch that fits, then meas
   INFO(table);
   CHECK(contains(table, "Schedule sweep, effective batch 8: 3 repeats x 6 steps (1 warm-up)"));
   CHECK(contains(table, "Largest micro-batch that fits: 4; device memory 100.0 GiB"));
-  CHECK(contains(table, "1    4x2             8     40.0      39.0..41.0        5.00       200.0    1.00x      30.0       70%"));
+  CHECK(contains(
+      table, "1    4x2             8     40.0      39.0..41.0        5.00       200.0    1.00x      30.0       70%"));
   CHECK(contains(table, "-    8x1             8  out of memory in the fit probe: CUDA out of memory."));
   CHECK(contains(table, "Recommendation: 4x2 (confidence: clear). 4x2 is the fastest"));
 }
@@ -188,10 +192,12 @@ TEST_CASE("a difference inside the repeats' spread is a tie, decided by memory",
     CHECK(rec.schedule == "2x2");
     CHECK(rec.confidence == sweep_confidence::tie);
     CHECK(rec.tied == std::vector<std::string>{"4x1"});
-    CHECK(contains(rec.reason, "A tie: the ranges of the repeats' medians overlap (4x1 10.0..10.6 ms per step and "
-                               "2x2 10.1..10.8 ms per step)"));
-    CHECK(contains(rec.reason, "2x2 is recommended: of these it needs the least memory (peak 40.0 GiB reserved, 50% "
-                               "of the device free)"));
+    CHECK(contains(rec.reason,
+                   "A tie: the ranges of the repeats' medians overlap (4x1 10.0..10.6 ms per step and "
+                   "2x2 10.1..10.8 ms per step)"));
+    CHECK(contains(rec.reason,
+                   "2x2 is recommended: of these it needs the least memory (peak 40.0 GiB reserved, 50% "
+                   "of the device free)"));
     // The comparison engine agrees that the gap is noise.
     CHECK(contains(rec.explanation, "within the runs' noise"));
   }
@@ -221,8 +227,9 @@ TEST_CASE("a recommendation that leaves too little memory free names the fastest
   CHECK(r.recommendation.schedule == "2x1");
   CHECK(r.find("2x1")->headroom == Approx(0.05));
   CHECK(contains(r.recommendation.reason, "It leaves less than 10% of the device's memory free"));
-  CHECK(contains(r.recommendation.reason, "The fastest with more room is 1x2 (15.0 ms per step, 7.50 ms per example, "
-                                          "peak 40.0 GiB reserved, 50% of the device free)."));
+  CHECK(contains(r.recommendation.reason,
+                 "The fastest with more room is 1x2 (15.0 ms per step, 7.50 ms per example, "
+                 "peak 40.0 GiB reserved, 50% of the device free)."));
 }
 
 TEST_CASE("a candidate out of memory in a later round leaves the sweep and its repeats are dropped", "[sweep]") {
@@ -282,7 +289,8 @@ TEST_CASE("max_candidates measures the largest fitting micro-batches only", "[sw
   CHECK(c.note == "not measured: only the 2 largest micro-batches that fit are measured (max_candidates)");
   // One repeat: the spread is p10..p90 of the steps.
   CHECK(contains(format_sweep(r), "spread: p10..p90 of the measured steps' times (one repeat)"));
-  CHECK(contains(r.recommendation.reason, "beyond the noise (the p10..p90 ranges of step time: 4x2 40.0..40.0 ms per step"));
+  CHECK(contains(r.recommendation.reason,
+                 "beyond the noise (the p10..p90 ranges of step time: 4x2 40.0..40.0 ms per step"));
 }
 
 TEST_CASE("larger effective batches are ranked by time per example", "[sweep]") {
@@ -295,8 +303,9 @@ TEST_CASE("larger effective batches are ranked by time per example", "[sweep]") 
   // One probe per micro-batch, with its fewest accumulation steps: 8x1, 4x1, then 2x2 fits.
   CHECK(std::vector<std::string>(m.trials.begin(), m.trials.begin() + 3) ==
         std::vector<std::string>{"8x1 probe", "4x1 probe", "2x2 probe"});
-  CHECK(r.find("4x2")->note == "out of memory in the fit probe of 4x1 (same micro-batch): CUDA out of memory. "
-                               "Tried to allocate 2.00 GiB");
+  CHECK(r.find("4x2")->note ==
+        "out of memory in the fit probe of 4x1 (same micro-batch): CUDA out of memory. "
+        "Tried to allocate 2.00 GiB");
   CHECK(ranked_names(r) == std::vector<std::string>{"2x4", "2x2", "1x4", "1x8"});  // 4.5, 5, 7.5, 7.5 ms per example
   CHECK(r.recommendation.schedule == "2x4");
   CHECK(contains(r.recommendation.reason, "ranked by time per example"));
@@ -324,8 +333,9 @@ TEST_CASE("the sweep's JSON and HTML carry the table and the recommendation", "[
   m.step_ms = {{"1x2", {15, 15, 15}}};
   const auto r = run_sweep(m.options(2), m.measure());
   const auto json = sweep_json(r);
-  CHECK(contains(json, "\"schedule\":\"2x1\",\"micro_batch\":2,\"accumulation\":1,\"effective_batch\":2,"
-                       "\"status\":\"out of memory\",\"rank\":0,\"note\":\"out of memory in the fit probe"));
+  CHECK(contains(json,
+                 "\"schedule\":\"2x1\",\"micro_batch\":2,\"accumulation\":1,\"effective_batch\":2,"
+                 "\"status\":\"out of memory\",\"rank\":0,\"note\":\"out of memory in the fit probe"));
   CHECK(contains(json, "\"recommendation\":{\"schedule\":\"1x2\",\"confidence\":\"only candidate\",\"tied\":[]"));
   const auto html = html_sweep_section(r);
   CHECK(contains(html, "<section id=\"sweep\">"));
@@ -372,7 +382,10 @@ void fake_training(const sweep_trial& t, profiler& prof, driving how) {
       TRACEML_STEP();
       for (std::int64_t m = 0; m < t.schedule.accumulation; ++m) {
         TRACEML_MICROBATCH();
-        { TRACEML_PHASE(forward); forward(); }
+        {
+          TRACEML_PHASE(forward);
+          forward();
+        }
         { TRACEML_PHASE(backward); }
       }
       { TRACEML_PHASE(optimizer); }
@@ -389,7 +402,8 @@ std::vector<std::string> figures_without_times(const run_result& r) {
   for (const auto& p : s.phases)
     out.push_back(p.name + " " + to_string(p.kind) + (p.top_level ? " top" : " nested") + " x" +
                   std::to_string(p.wall_ms.count));
-  for (const auto& st : r.steps) out.push_back("step " + std::to_string(st.step) + " micro " + std::to_string(st.microbatches));
+  for (const auto& st : r.steps)
+    out.push_back("step " + std::to_string(st.step) + " micro " + std::to_string(st.microbatches));
   return out;
 }
 }  // namespace

@@ -67,8 +67,7 @@ TEST_CASE("draining while threads record loses and duplicates nothing", "[thread
   for (const auto& entry : by_thread)
     for (std::size_t i = 1; i < entry.second.size(); ++i)
       if (entry.second[i]->begin_ns < entry.second[i - 1]->begin_ns) FAIL("records of one thread out of order");
-  CHECK(std::count_if(got.begin(), got.end(), [](const traceml::span_record& r) { return named(r, "step"); }) ==
-        steps);
+  CHECK(std::count_if(got.begin(), got.end(), [](const traceml::span_record& r) { return named(r, "step"); }) == steps);
 }
 
 TEST_CASE("short-lived threads hand their rings over while the training thread drains", "[threads]") {

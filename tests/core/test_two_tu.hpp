@@ -5,8 +5,8 @@
 
 namespace two_tu_b {
 const void* recorder_address();
-const void* ring_slot_address();        // this thread's ring pointer variable, as TU b sees it
+const void* ring_slot_address();  // this thread's ring pointer variable, as TU b sees it
 const void* diagnostics_address();
-void record_phases(int count);          // `count` phases named "from_b", in whatever step is open
-void report(const char* message);       // a diagnostic raised in TU b
+void record_phases(int count);     // `count` phases named "from_b", in whatever step is open
+void report(const char* message);  // a diagnostic raised in TU b
 }  // namespace two_tu_b

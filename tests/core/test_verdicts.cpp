@@ -296,7 +296,8 @@ TEST_CASE("the regression gate: slower only beyond the tolerance and the runs' n
   }
 }
 
-TEST_CASE("verdicts are shown under the table, in the JSON summary and in the HTML, and a steady run shows none", "[verdicts][sinks]") {
+TEST_CASE("verdicts are shown under the table, in the JSON summary and in the HTML, and a steady run shows none",
+          "[verdicts][sinks]") {
   run_result r;
   r.name = "loader";
   r.summary = flat_run();
@@ -366,9 +367,10 @@ TEST_CASE("outside_steps fires when the time between steps is 10% of the run, wi
   CHECK(v.figure("epoch_gaps_ms") == Approx(467));
   CHECK(v.figure("span_ms") == Approx(4667));
   CHECK(v.steps == 42);
-  CHECK(verdict_evidence(v) == "10% of the run (467.0 of 4667.0 ms from the first step's start to the last step's end) "
-                               "lies between steps, in 41 gaps; the largest, 467.0 ms, after step 20; 467.0 ms in 1 "
-                               "gap at an epoch's end (42 steps)");
+  CHECK(verdict_evidence(v) ==
+        "10% of the run (467.0 of 4667.0 ms from the first step's start to the last step's end) "
+        "lies between steps, in 41 gaps; the largest, 467.0 ms, after step 20; 467.0 ms in 1 "
+        "gap at an epoch's end (42 steps)");
   CHECK(verdict_advice(v).find("between steps") != std::string::npos);
   // A run whose steps follow one another gets none.
   CHECK(only(judge_run(run_with_gap(0)), verdict_code::outside_steps).empty());
@@ -410,8 +412,9 @@ TEST_CASE("copy_bound: copies fill 30% of a phase's GPU window of at least 0.1 m
   CHECK(v[0].figure("copy_share") == Approx(0.30));
   CHECK(v[0].figure("copy_ms_per_step") == Approx(0.6));
   CHECK(v[0].figure("window_ms") == Approx(2.0));
-  CHECK(verdict_evidence(v[0]) == "h2d: copies take 30% of the phase's GPU window (0.60 of 2.00 ms per step) "
-                                  "(6 steps with kernel records)");
+  CHECK(verdict_evidence(v[0]) ==
+        "h2d: copies take 30% of the phase's GPU window (0.60 of 2.00 ms per step) "
+        "(6 steps with kernel records)");
 
   SECTION("a window under 0.1 ms is too short to judge, however full of copies") {
     s.phases = {copying_phase("h2d", 0.09, 0.9)};
@@ -434,8 +437,9 @@ TEST_CASE("memory_creep: the last quarter's allocated memory 5% and 64 MiB above
     CHECK(v[0].figure("first_quarter_mib") == Approx(1000));
     CHECK(v[0].figure("last_quarter_mib") == Approx(1100));
     CHECK(v[0].figure("growth_share") == Approx(0.1));
-    CHECK(verdict_evidence(v[0]) == "allocated GPU memory grows from 1000 MiB in the first quarter of the steps to "
-                                    "1100 MiB in the last (+10%) (40 steps)");
+    CHECK(verdict_evidence(v[0]) ==
+          "allocated GPU memory grows from 1000 MiB in the first quarter of the steps to "
+          "1100 MiB in the last (+10%) (40 steps)");
   }
   SECTION("a steady rise: quarters' means of a line") {
     // 2000 MiB + 4 MiB per measured step: first quarter steps 0..9 mean 2018, last 30..39 mean 2138.

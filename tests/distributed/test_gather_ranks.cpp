@@ -171,7 +171,7 @@ TEST_CASE("three ranks: rank 0 gets every rank's steps, the slow rank is found a
   // They leave the barrier together: their step times are far closer than their compute.
   CHECK(m.step_skew_ms.median < m.compute_skew_ms.median / 2);
   CHECK(traceml::format_rank_table(m).find("rank 1 was the slowest on " + std::to_string(m.ranks[1].slowest_on) +
-                                          " of 5 steps") != std::string::npos);
+                                           " of 5 steps") != std::string::npos);
 }
 
 #if TRACEML_TEST_GLOO
@@ -198,7 +198,8 @@ TEST_CASE("three ranks with a Gloo all-reduce: the slow rank is found, the other
 TEST_CASE("a rank that dies before it reports is named missing after the timeout, the others are merged",
           "[distributed]") {
   rank_plan plan;
-  plan.communication = rank_plan::sync::none;  // an all-reduce would fail on the dead rank; only the gather is under test
+  plan.communication =
+      rank_plan::sync::none;  // an all-reduce would fail on the dead rank; only the gather is under test
   plan.compute_ms = [](int rank) { return rank == 1 ? 20 : 1; };
   const auto got = launch(plan, std::chrono::milliseconds(1500), [](int r) { return r != 2; });
   CHECK((got.child_status == std::vector<int>{0, 3}));
@@ -223,9 +224,9 @@ TEST_CASE("steps survive the store's encoding exactly, anything else is refused"
     CHECK(back->steps[i].communication_ms == r.steps[i].communication_ms);
   }
   const auto bytes = [](const std::string& s) { return std::vector<std::uint8_t>(s.begin(), s.end()); };
-  CHECK_FALSE(traceml::detail::decode_rank_steps(bytes("1 2 3\n"), 0));                         // no header
-  CHECK_FALSE(traceml::detail::decode_rank_steps(bytes("traceml.rank_steps/1\n1 2\n"), 0));     // a field short
-  CHECK_FALSE(traceml::detail::decode_rank_steps(bytes("traceml.rank_steps/1\n1 2 3"), 0));     // cut
+  CHECK_FALSE(traceml::detail::decode_rank_steps(bytes("1 2 3\n"), 0));                          // no header
+  CHECK_FALSE(traceml::detail::decode_rank_steps(bytes("traceml.rank_steps/1\n1 2\n"), 0));      // a field short
+  CHECK_FALSE(traceml::detail::decode_rank_steps(bytes("traceml.rank_steps/1\n1 2 3"), 0));      // cut
   CHECK(traceml::detail::decode_rank_steps(bytes("traceml.rank_steps/1\n"), 0)->steps.empty());  // no steps
 }
 

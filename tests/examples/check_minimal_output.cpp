@@ -26,8 +26,10 @@ std::string slurp(const std::string& p) {
 /// As the table prints a time: three decimals in ms, or below 1 ms one decimal in us ("40.0us").
 std::string ms3(double v) {
   char b[32];
-  if (v != 0 && std::fabs(v) < 1) std::snprintf(b, sizeof b, "%.1fus", v * 1000);
-  else std::snprintf(b, sizeof b, "%.3f", v);
+  if (v != 0 && std::fabs(v) < 1)
+    std::snprintf(b, sizeof b, "%.1fus", v * 1000);
+  else
+    std::snprintf(b, sizeof b, "%.3f", v);
   return b;
 }
 }  // namespace
@@ -48,7 +50,8 @@ int main(int argc, char** argv) {
     double sum = st.at("residual_ms").get<double>();
     for (const auto& p : st.at("phases"))
       if (p.at("top_level").get<bool>()) sum += p.at("wall_ms").get<double>();
-    check(std::fabs(sum - st.at("wall_ms").get<double>()) < 1e-6, "phases + residual = step in step " + st.at("step").dump());
+    check(std::fabs(sum - st.at("wall_ms").get<double>()) < 1e-6,
+          "phases + residual = step in step " + st.at("step").dump());
   }
   // The summary's means add up too, and the table shows them (rounded as it prints them).
   double means = s.at("residual_ms").at("mean").get<double>();
@@ -56,12 +59,14 @@ int main(int argc, char** argv) {
     means += p.at("wall_ms").at("mean").get<double>();
     check(table.find(ms3(p.at("wall_ms").at("mean").get<double>())) != std::string::npos,
           "table shows the mean of " + p.at("name").get<std::string>());
-    check(table.find(p.at("name").get<std::string>()) != std::string::npos, "table lists " + p.at("name").get<std::string>());
+    check(table.find(p.at("name").get<std::string>()) != std::string::npos,
+          "table lists " + p.at("name").get<std::string>());
   }
   const double step_mean = s.at("step_ms").at("mean").get<double>();
   check(std::fabs(means - step_mean) < 1e-6 * step_mean, "phase means + residual mean = step mean");
   check(table.find(ms3(step_mean)) != std::string::npos, "table shows the step mean");
-  check(table.find(ms3(s.at("step_ms").at("median").get<double>())) != std::string::npos, "table shows the step median");
+  check(table.find(ms3(s.at("step_ms").at("median").get<double>())) != std::string::npos,
+        "table shows the step median");
   for (const char* phase : {"dataloader", "forward", "backward", "optimizer"}) {
     bool found = false;
     for (const auto& p : s.at("phases")) found |= p.at("name") == phase;
@@ -70,7 +75,8 @@ int main(int argc, char** argv) {
   // One JSONL line per step, each a JSON object; the trace parses.
   std::ifstream jsonl(dir + "/mlp_steps.jsonl");
   std::size_t lines = 0;
-  for (std::string line; std::getline(jsonl, line); ++lines) check(nlohmann::json::parse(line).at("run") == "mlp", "JSONL line");
+  for (std::string line; std::getline(jsonl, line); ++lines)
+    check(nlohmann::json::parse(line).at("run") == "mlp", "JSONL line");
   check(lines == run.at("steps").size(), "one JSONL line per step");
   check(nlohmann::json::parse(slurp(dir + "/mlp_trace.json")).at("traceEvents").size() > lines, "trace has events");
   if (failures == 0) std::printf("minimal example output: consistent (%zu steps)\n", lines);

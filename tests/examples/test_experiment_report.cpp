@@ -35,7 +35,8 @@ std::string slurp(const fs::path& p) {
 
 TEST_CASE("what decides the experiment's exit status", "[experiment]") {
   const qwen3::schedule_result oom{"1x4", {}, "OOM: CUDA out of memory"};
-  const qwen3::schedule_result broken{"2x2", {}, "weights/model.safetensors: header length 7021991845529153390 is implausible"};
+  const qwen3::schedule_result broken{
+      "2x2", {}, "weights/model.safetensors: header length 7021991845529153390 is implausible"};
   SECTION("a schedule out of memory is a result: nothing to report") {
     CHECK(qwen3::experiment_problems({oom, ran("2x2"), ran("4x1")}, {}).empty());
   }
@@ -88,10 +89,13 @@ TEST_CASE("the experiment's summary and report are written, or each failure is n
     fs::create_symlink("/dev/full", dir / "accumulation_summary.json");
     fs::create_symlink("/dev/full", dir / "accumulation_report.html");
     CHECK(qwen3::write_experiment_report(report, results, runs) ==
-          std::vector<std::string>{(dir / "accumulation_report.html").string(), (dir / "accumulation_summary.json").string()});
-    CHECK(traceml::diagnostic_messages() == std::vector<std::string>{
-        "cannot write HTML report to '" + (dir / "accumulation_report.html").string() + "': No space left on device",
-        "cannot write JSON summary to '" + (dir / "accumulation_summary.json").string() + "': No space left on device"});
+          std::vector<std::string>{(dir / "accumulation_report.html").string(),
+                                   (dir / "accumulation_summary.json").string()});
+    CHECK(traceml::diagnostic_messages() ==
+          std::vector<std::string>{"cannot write HTML report to '" + (dir / "accumulation_report.html").string() +
+                                       "': No space left on device",
+                                   "cannot write JSON summary to '" + (dir / "accumulation_summary.json").string() +
+                                       "': No space left on device"});
   }
   fs::remove_all(dir);
 }

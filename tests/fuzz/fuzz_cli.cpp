@@ -49,7 +49,8 @@ void check(traceml::cli::command c, const traceml::cli::options& o) {
   if (status != traceml::cli::exit_ok && status != traceml::cli::exit_input) broken("exit status 0 or 2", what);
   for (const std::string& text : {out.str(), err.str()})
     for (const char ch : text)
-      if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\n') || ch == 0x7f) broken("a control character written", what);
+      if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\n') || ch == 0x7f)
+        broken("a control character written", what);
   // stderr: whole lines, each from the command; on failure at least one.
   const std::string e = err.str();
   if (status != traceml::cli::exit_ok && e.empty()) broken("a failure says why", what);

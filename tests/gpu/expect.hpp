@@ -3,10 +3,10 @@
 #pragma once
 #include <cstdio>
 
-#define EXPECT(c)                                                     \
-  do {                                                                \
-    if (!(c)) {                                                       \
-      std::fprintf(stderr, "FAILED: %s (line %d)\n", #c, __LINE__);   \
-      return 1;                                                       \
-    }                                                                 \
+#define EXPECT(c)                                                   \
+  do {                                                              \
+    if (!(c)) {                                                     \
+      std::fprintf(stderr, "FAILED: %s (line %d)\n", #c, __LINE__); \
+      return 1;                                                     \
+    }                                                               \
   } while (0)

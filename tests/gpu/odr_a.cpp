@@ -7,7 +7,7 @@
 std::size_t traceml_gpu_odr_a() {
   traceml::attribution_stage stage;
   std::vector<traceml::readiness_step> steps(1);
-  return traceml::attribute({}).reports.size() + traceml::shorten_kernel_name("a").size() +
-         stage.add({}).size() + traceml::ready_prefix(steps, {}, {}) +
+  return traceml::attribute({}).reports.size() + traceml::shorten_kernel_name("a").size() + stage.add({}).size() +
+         traceml::ready_prefix(steps, {}, {}) +
          static_cast<std::size_t>(traceml::recording_schedule(0, 0, 1).at(0).cycle + 1);
 }

@@ -78,7 +78,8 @@ struct model {
       blocks.push_back(b);
     }
     auto pos = torch::arange(max_seq, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
-    auto inv = torch::pow(10000.0, -torch::arange(0, hd, 2, torch::TensorOptions().dtype(torch::kFloat32).device(dev)) / hd);
+    auto inv =
+        torch::pow(10000.0, -torch::arange(0, hd, 2, torch::TensorOptions().dtype(torch::kFloat32).device(dev)) / hd);
     auto ang = torch::outer(pos, inv);
     ang = torch::cat({ang, ang}, -1);
     cos = ang.cos().to(c.dtype);

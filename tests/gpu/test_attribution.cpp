@@ -48,7 +48,8 @@ struct scenario {
   void kernel(const char* name, std::int64_t b, std::int64_t e, std::uint32_t stream = main_stream) {
     in.records.push_back(traceml_test::kernel_record(name, b, e, stream));
   }
-  void copy(gpu_activity::type what, std::int64_t b, std::int64_t e, std::uint64_t bytes, std::uint32_t stream = main_stream) {
+  void copy(gpu_activity::type what, std::int64_t b, std::int64_t e, std::uint64_t bytes,
+            std::uint32_t stream = main_stream) {
     gpu_record r;
     r.what = what;
     r.begin_ns = b;
@@ -81,9 +82,9 @@ scenario lagging_step() {
   s.span(phase_kind::forward, "forward", 0, 0, 10, 100, 150, 440);
   s.span(phase_kind::backward, "backward", 0, 0, 100, 400, 450, 890);
   s.span(phase_kind::optimizer, "optimizer", 0, -1, 400, 500, 900, 1050);
-  for (int i = 0; i < 4; ++i) s.kernel("fwd_gemm", 160 + i * 70, 220 + i * 70);         // 160..430
-  for (int i = 0; i < 6; ++i) s.kernel("bwd_gemm", 460 + i * 70, 520 + i * 70);         // 460..870 (autograd threads)
-  for (int i = 0; i < 3; ++i) s.kernel("adam", 910 + i * 40, 940 + i * 40);             // 910..1030
+  for (int i = 0; i < 4; ++i) s.kernel("fwd_gemm", 160 + i * 70, 220 + i * 70);  // 160..430
+  for (int i = 0; i < 6; ++i) s.kernel("bwd_gemm", 460 + i * 70, 520 + i * 70);  // 460..870 (autograd threads)
+  for (int i = 0; i < 3; ++i) s.kernel("adam", 910 + i * 40, 940 + i * 40);      // 910..1030
   return s;
 }
 
@@ -176,10 +177,10 @@ TEST_CASE("overlapping streams: marked streams by order - unmarked ones by GPU t
   s.span(phase_kind::backward, "backward", 0, 0, 300, 700, 410, 900);
   // A data-loading thread's phase on its own stream, concurrent with forward.
   s.span(phase_kind::dataloader, "dataloader", 0, 0, 50, 250, 60, 380, /*stream=*/20, 0, /*thread=*/1);
-  s.kernel("fwd", 30, 390);                      // stream 7, overlaps the copy stream's work
-  s.kernel("h2d_unpack", 70, 370, 20);           // stream 20 (marked): its own phase
-  s.kernel("side_stream", 420, 600, 33);         // stream 33 (never marked): by GPU time
-  s.kernel("side_stream_gap", 402, 408, 33);     // stream 33 between windows: enclosing step only
+  s.kernel("fwd", 30, 390);                   // stream 7, overlaps the copy stream's work
+  s.kernel("h2d_unpack", 70, 370, 20);        // stream 20 (marked): its own phase
+  s.kernel("side_stream", 420, 600, 33);      // stream 33 (never marked): by GPU time
+  s.kernel("side_stream_gap", 402, 408, 33);  // stream 33 between windows: enclosing step only
   s.copy(gpu_activity::type::memcpy, 80, 180, 4096, 20);
   auto out = attribute(s.in);
   const auto& r = out.reports.at(0);
@@ -201,15 +202,15 @@ TEST_CASE("a dropped marker degrades one phase to CPU time - not the step", "[at
   const auto& bw = s.in.spans[2];
   REQUIRE(std::string(bw.span.name) == "backward");
   const auto lost = bw.end_marker;
-  s.in.markers.erase(std::remove_if(s.in.markers.begin(), s.in.markers.end(),
-                                    [&](const marker_time& m) { return m.seq == lost; }),
-                     s.in.markers.end());
+  s.in.markers.erase(
+      std::remove_if(s.in.markers.begin(), s.in.markers.end(), [&](const marker_time& m) { return m.seq == lost; }),
+      s.in.markers.end());
   s.in.dropped[0] = 1;
   auto out = attribute(s.in);
   const auto& r = out.reports.at(0);
   CHECK(r.dropped_records == 1);
-  CHECK(phase_kernels(r, "forward", 0) == 4);   // still exact
-  CHECK(phase_kernels(r, "optimizer") == 3);    // still exact
+  CHECK(phase_kernels(r, "forward", 0) == 4);  // still exact
+  CHECK(phase_kernels(r, "optimizer") == 3);   // still exact
   // Backward's kernels are inside the step's marker window but no phase window on their stream.
   CHECK(r.total.kernel_count == 13);
   CHECK(r.unattributed_kernels == 6);
@@ -233,7 +234,7 @@ TEST_CASE("facts: sums - union - idle inside the GPU window - memcpy/memset - ev
   s.span(phase_kind::step, "step", 0, -1, 0, 1000, 1, 999);
   s.span(phase_kind::forward, "forward", 0, 0, 0, 1000, 2, 998);
   s.kernel("a", 100, 200);
-  s.kernel("a", 150, 250);   // overlaps the first: kernel_ns 200, busy 150
+  s.kernel("a", 150, 250);  // overlaps the first: kernel_ns 200, busy 150
   s.kernel("b", 500, 800);
   s.kernel("c", 900, 910);
   s.copy(gpu_activity::type::memcpy, 20, 60, 1000);
@@ -264,9 +265,10 @@ TEST_CASE("facts: sums - union - idle inside the GPU window - memcpy/memset - ev
   CHECK(r.total.idle_ns == 998 - 510);
 }
 
-TEST_CASE("records as counted: what the counters' own window measure makes of the step's records and markers - "
-          "each operation begun the engine's set-up time earlier - busy next to a short window leaks in",
-          "[attribution][counters]") {
+TEST_CASE(
+    "records as counted: what the counters' own window measure makes of the step's records and markers - "
+    "each operation begun the engine's set-up time earlier - busy next to a short window leaks in",
+    "[attribution][counters]") {
   scenario s;
   s.span(phase_kind::step, "step", 0, -1, 0, 4000, 1, 3999);
   s.span(phase_kind::forward, "forward", 0, 0, 0, 1000, 2, 998);
@@ -274,10 +276,10 @@ TEST_CASE("records as counted: what the counters' own window measure makes of th
   s.span(phase_kind::backward, "backward", 0, 0, 1100, 4000, 1100, 3998);
   s.kernel("isolated", 300, 310);
   s.kernel("first", 500, 600);
-  s.kernel("back_to_back", 620, 700);  // its set-up hides behind "first"
-  s.kernel("late", 900, 1000);         // forward's last kernel, up to the dataloader's begin
+  s.kernel("back_to_back", 620, 700);                  // its set-up hides behind "first"
+  s.kernel("late", 900, 1000);                         // forward's last kernel, up to the dataloader's begin
   s.copy(gpu_activity::type::memcpy, 1020, 1040, 64);  // the dataloader's: a copy has its set-up too
-  s.kernel("grad", 1100, 3000);        // backward, right after the dataloader
+  s.kernel("grad", 1100, 3000);                        // backward, right after the dataloader
   // The next step, attributed in the same round: its first kernel leaks into step 0's last samples.
   s.span(phase_kind::step, "step", 1, -1, 4000, 6000, 4001, 5999);
   s.span(phase_kind::forward, "forward", 1, 0, 4000, 6000, 4002, 5998);
@@ -294,8 +296,8 @@ TEST_CASE("records as counted: what the counters' own window measure makes of th
   // step's records and the boundary markers (1 ns memsets), each begun 50 ns earlier, measured per
   // window by the counters' own overlap-weighted mean (pm_samples.hpp), averaged over the 16 grid
   // phases the model takes.
-  std::vector<std::pair<std::int64_t, std::int64_t>> timeline = {
-      {250, 310}, {450, 700}, {850, 1000}, {970, 1040}, {1050, 3000}, {3955, 4100}};
+  std::vector<std::pair<std::int64_t, std::int64_t>> timeline = {{250, 310},  {450, 700},   {850, 1000},
+                                                                 {970, 1040}, {1050, 3000}, {3955, 4100}};
   for (const marker_time& m : s.in.markers) timeline.emplace_back(m.begin_ns - launch, m.end_ns);
   const auto busy = detail::merge_intervals(timeline);
   const auto counters_read = [&](std::int64_t lo, std::int64_t hi) {
@@ -304,7 +306,8 @@ TEST_CASE("records as counted: what the counters' own window measure makes of th
       std::vector<pm_sample> grid;
       for (std::int64_t b = -1000 + (interval * k) / 16 + 1; b < 7000; b += interval) {
         std::int64_t covered = 0;
-        for (const auto& [x, y] : busy) covered += std::max<std::int64_t>(0, std::min(y, b + interval) - std::max(x, b));
+        for (const auto& [x, y] : busy)
+          covered += std::max<std::int64_t>(0, std::min(y, b + interval) - std::max(x, b));
         pm_sample smp;
         smp.begin_ns = b;
         smp.end_ns = b + interval;
@@ -334,8 +337,10 @@ TEST_CASE("records as counted: what the counters' own window measure makes of th
   CHECK(static_cast<double>(bwd.counted_busy_ns) == Approx(1900).margin(60));
 }
 
-TEST_CASE("work side by side on two streams: each phase's own time and the part of it hidden under the "
-          "other's (communication under backward)", "[attribution][overlap]") {
+TEST_CASE(
+    "work side by side on two streams: each phase's own time and the part of it hidden under the "
+    "other's (communication under backward)",
+    "[attribution][overlap]") {
   constexpr std::uint32_t comm_stream = 9;
   scenario s;
   s.span(phase_kind::step, "step", 0, -1, 0, 2000, 1, 1999);
@@ -466,17 +471,17 @@ TEST_CASE("busy - idle - window: nested phases count as busy for the outer one -
   s.span(phase_kind::forward, "forward", 0, 0, 0, 500, 20, 400);
   s.span(phase_kind::user, "attention", 0, 0, 100, 300, 100, 200, main_stream, /*nesting=*/1);
   s.span(phase_kind::backward, "backward", 0, 0, 500, 900, 410, 900);
-  s.kernel("embed", 30, 80);           // forward, stream order
-  s.kernel("flash", 110, 190);         // attention, stream order
-  s.kernel("side_fwd", 350, 450, 33);  // forward by GPU time; runs 50 ns past forward's end marker
-  s.kernel("grad", 420, 600);          // backward
+  s.kernel("embed", 30, 80);                        // forward, stream order
+  s.kernel("flash", 110, 190);                      // attention, stream order
+  s.kernel("side_fwd", 350, 450, 33);               // forward by GPU time; runs 50 ns past forward's end marker
+  s.kernel("grad", 420, 600);                       // backward
   s.copy(gpu_activity::type::memcpy, 600, 640, 8);  // backward, touches grad: union [420, 640]
-  s.kernel("side_bwd", 850, 1000, 33); // backward by GPU time; past backward's and the step's end
+  s.kernel("side_bwd", 850, 1000, 33);              // backward by GPU time; past backward's and the step's end
   // Step 1 (no markers): CPU windows. Its kernels run on a stream without markers.
   s.span(phase_kind::step, "step", 1, -1, 1000, 2000);
   s.span(phase_kind::forward, "forward", 1, 0, 1100, 1500);
-  s.kernel("k", 1200, 1300, 50);       // forward, CPU time
-  s.kernel("late", 1600, 2100, 50);    // after forward ended: forward, clipped to nothing there
+  s.kernel("k", 1200, 1300, 50);     // forward, CPU time
+  s.kernel("late", 1600, 2100, 50);  // after forward ended: forward, clipped to nothing there
   s.in.final_round = true;
   auto out = attribute(s.in);
   REQUIRE(out.reports.size() == 2);
@@ -489,14 +494,14 @@ TEST_CASE("busy - idle - window: nested phases count as busy for the outer one -
   CHECK(fwd.window_ns == 380);
   CHECK(fwd.busy_ns == 50 + 80 + 50);  // own [30, 80], attention's [110, 190], side_fwd up to 400
   CHECK(fwd.idle_ns == 380 - 180);
-  CHECK(fwd.kernel_count == 2);        // sums stay with the innermost phase
+  CHECK(fwd.kernel_count == 2);  // sums stay with the innermost phase
   CHECK(fwd.kernel_ns == 50 + 100);
   CHECK(fwd.span_ns == 380);
   const auto& bwd = find_phase(r0, "backward", 0)->facts;
   CHECK(bwd.window_ns == 490);
-  CHECK(bwd.busy_ns == 220 + 50);      // [420, 640] and side_bwd up to 900
+  CHECK(bwd.busy_ns == 220 + 50);  // [420, 640] and side_bwd up to 900
   CHECK(bwd.idle_ns == 220);
-  CHECK(bwd.kernel_ns == 180 + 150);   // durations are not clipped
+  CHECK(bwd.kernel_ns == 180 + 150);  // durations are not clipped
   CHECK(r0.total.window_ns == 980);
   CHECK(r0.total.busy_ns == 50 + 80 + (640 - 350) + (990 - 850));
   CHECK(r0.total.idle_ns == 980 - 560);
@@ -675,8 +680,10 @@ TEST_CASE("invariants on random rounds: 0 <= busy <= window - busy + idle == win
       CHECK(listed == p.facts.kernel_count);
     }
     // The first report also carries the round's orphans as unattributed.
-    if (i == 0) CHECK(in_phases + rep.unattributed_kernels >= rep.total.kernel_count);
-    else CHECK(in_phases + rep.unattributed_kernels == rep.total.kernel_count);
+    if (i == 0)
+      CHECK(in_phases + rep.unattributed_kernels >= rep.total.kernel_count);
+    else
+      CHECK(in_phases + rep.unattributed_kernels == rep.total.kernel_count);
     placed += in_phases + rep.unattributed_kernels;
   }
   CHECK(placed + kernels_left == kernels_in);
@@ -740,8 +747,10 @@ struct reference_engine {
       std::int64_t b, e;
       if (sp(s).kind == phase_kind::microbatch || !gpu(s, dev, st, b, e)) continue;
       if (dev != r.device || (own_stream_only && st != r.stream) || r.begin_ns < b || r.begin_ns > e) continue;
-      if (sp(s).kind == phase_kind::step) a.step_span = s;
-      else if (inner(s, a.phase_span)) a.phase_span = s;
+      if (sp(s).kind == phase_kind::step)
+        a.step_span = s;
+      else if (inner(s, a.phase_span))
+        a.phase_span = s;
     }
     return a.step_span >= 0 || a.phase_span >= 0;
   }

@@ -27,7 +27,9 @@ timed_span timed(const span_record& s, std::int64_t event_ns, std::uint64_t begi
   return timed_span{marked_span{s, begin_marker, end_marker}, event_ns, -1, {}};
 }
 
-gpu_record kernel(const char* name, std::int64_t b, std::int64_t e) { return traceml_test::kernel_record(name, b, e, stream); }
+gpu_record kernel(const char* name, std::int64_t b, std::int64_t e) {
+  return traceml_test::kernel_record(name, b, e, stream);
+}
 
 marker_time marker(std::uint64_t seq, std::int64_t b, std::int64_t e) { return marker_time{seq, 0, stream, b, e}; }
 
@@ -105,13 +107,12 @@ TEST_CASE("unrecorded steps: GPU time from events, no kernel figures, memory and
   CHECK(r.phases[0].kernels.empty());
 }
 
-TEST_CASE("recorded steps: kernels and windows from markers, span_ns from the same events as every step",
-          "[stage]") {
+TEST_CASE("recorded steps: kernels and windows from markers, span_ns from the same events as every step", "[stage]") {
   attribution_stage stage;
   int rounds = 0;
   stage.set_round_tap([&](const attribution_input& in, const attribution_output&) {
     ++rounds;
-    CHECK(in.spans.size() == 5);  // both steps: the unrecorded one claims records switched off late
+    CHECK(in.spans.size() == 5);    // both steps: the unrecorded one claims records switched off late
     CHECK(in.markers.size() == 4);  // the recorded step's
   });
   const auto reports = stage.add(first_delivery());
@@ -168,8 +169,7 @@ TEST_CASE("leftover records wait through unrecorded rounds and land in the next 
   CHECK(stage.leftover_markers() == 0);
 }
 
-TEST_CASE("records of an unrecorded step (recording switched off late) are neither kept nor unattributed",
-          "[stage]") {
+TEST_CASE("records of an unrecorded step (recording switched off late) are neither kept nor unattributed", "[stage]") {
   attribution_stage stage;
   stage.add(first_delivery());
   REQUIRE(stage.leftover_records() == 1);  // [2500, 2600], launched after step 1
@@ -186,8 +186,7 @@ TEST_CASE("records of an unrecorded step (recording switched off late) are neith
   CHECK(stage.leftover_records() == 0);
 }
 
-TEST_CASE("kernels no step can claim are unattributed, also when the round begins with an unrecorded step",
-          "[stage]") {
+TEST_CASE("kernels no step can claim are unattributed, also when the round begins with an unrecorded step", "[stage]") {
   attribution_stage stage;
   auto d = first_delivery();
   d.records.push_back(kernel("early", -100, -50));  // before every step of the round
@@ -271,8 +270,10 @@ TEST_CASE("a schedule's warm-up step claims its own records by its markers, and 
   }
 }
 
-TEST_CASE("records as counted see across rounds: a step delivered alone reads its edges as in one round with "
-          "its neighbours", "[stage][counters]") {
+TEST_CASE(
+    "records as counted see across rounds: a step delivered alone reads its edges as in one round with "
+    "its neighbours",
+    "[stage][counters]") {
   // Step 0: forward (markers 2-3) whose last kernel ends just before the step does. Step 1: a short
   // dataloader window with no work of its own, then a kernel of step 1 right after it.
   const auto recorded_step = [](std::int32_t step, std::vector<timed_span> spans) {
@@ -286,7 +287,8 @@ TEST_CASE("records as counted see across rounds: a step delivered alone reads it
                                        timed(span(phase_kind::forward, "forward", 0, 10, 990), -1, 2, 3)});
   const auto step1 = recorded_step(1, {timed(span(phase_kind::step, "step", 1, 1000, 2000), -1, 5, 8),
                                        timed(span(phase_kind::dataloader, "dataloader", 1, 1003, 1062), -1, 6, 7)});
-  const std::vector<marker_time> markers0 = {marker(1, 10, 12), marker(2, 20, 22), marker(3, 980, 982), marker(4, 990, 992)};
+  const std::vector<marker_time> markers0 = {marker(1, 10, 12), marker(2, 20, 22), marker(3, 980, 982),
+                                             marker(4, 990, 992)};
   const std::vector<marker_time> markers1 = {marker(5, 1000, 1002), marker(6, 1003, 1005), marker(7, 1060, 1062),
                                              marker(8, 1990, 1992)};
   const gpu_record tail = kernel("tail", 900, 978), next = kernel("next", 1070, 1400);
@@ -344,7 +346,8 @@ TEST_CASE("the attribution worker gives the stage's reports, in order, off the c
   attribution_worker worker;
   const auto caller = std::this_thread::get_id();
   std::thread::id worker_thread;
-  worker.set_round_tap([&](const attribution_input&, const attribution_output&) { worker_thread = std::this_thread::get_id(); });
+  worker.set_round_tap(
+      [&](const attribution_input&, const attribution_output&) { worker_thread = std::this_thread::get_id(); });
   std::vector<step_gpu_report> via;
   for (const auto& d : deliveries) {
     worker.submit(d);

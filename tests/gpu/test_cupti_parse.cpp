@@ -58,7 +58,8 @@ struct activity_buffer {
   std::size_t size() const { return words.size() * 8; }
 };
 
-detail::cupti_kernel_record kernel(const char* name, std::uint64_t start, std::uint64_t end, std::uint32_t correlation) {
+detail::cupti_kernel_record kernel(const char* name, std::uint64_t start, std::uint64_t end,
+                                   std::uint32_t correlation) {
   detail::cupti_kernel_record k{};
   k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   k.name = name;

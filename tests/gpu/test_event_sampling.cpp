@@ -19,7 +19,7 @@ std::vector<bool> run(event_sampling& s, int steps, std::int64_t cost_ns, std::i
     const bool t = s.begin_step();
     CHECK(s.timing() == t);
     if (t) {
-      s.add_cost(cost_ns / 2);  // the begin's record
+      s.add_cost(cost_ns / 2);            // the begin's record
       s.add_cost(cost_ns - cost_ns / 2);  // the end's
     }
     s.end_step(wall_ns);

@@ -58,9 +58,10 @@ std::int64_t counter_interval_ns(std::int64_t fallback_ns = traceml::pm_sampler_
 void explain_unattributed(const traceml::attribution_input& in, const traceml::attribution_output& out) {
   int shown = 0;
   for (auto& rep : out.reports)
-    if (rep.unattributed_kernels) std::printf("round: step %d has %llu unattributed kernels (orphans in round %llu)\n",
-                                              rep.step, static_cast<unsigned long long>(rep.unattributed_kernels),
-                                              static_cast<unsigned long long>(out.orphans));
+    if (rep.unattributed_kernels)
+      std::printf("round: step %d has %llu unattributed kernels (orphans in round %llu)\n", rep.step,
+                  static_cast<unsigned long long>(rep.unattributed_kernels),
+                  static_cast<unsigned long long>(out.orphans));
   if (!out.orphans && std::none_of(out.reports.begin(), out.reports.end(),
                                    [](const traceml::step_gpu_report& r) { return r.unattributed_kernels > 0; }))
     return;
@@ -68,8 +69,9 @@ void explain_unattributed(const traceml::attribution_input& in, const traceml::a
   for (auto& s : in.spans) t0 = std::min(t0, s.span.begin_ns);
   for (auto& s : in.spans)
     std::printf("  span %-10s step %d mb %d cpu [%lld, %lld] markers %llu/%llu\n", s.span.name, s.span.step,
-                s.span.microbatch, static_cast<long long>(s.span.begin_ns - t0), static_cast<long long>(s.span.end_ns - t0),
-                static_cast<unsigned long long>(s.begin_marker), static_cast<unsigned long long>(s.end_marker));
+                s.span.microbatch, static_cast<long long>(s.span.begin_ns - t0),
+                static_cast<long long>(s.span.end_ns - t0), static_cast<unsigned long long>(s.begin_marker),
+                static_cast<unsigned long long>(s.end_marker));
   for (auto& m : in.markers)
     std::printf("  marker %llu dev %u stream %u gpu [%lld, %lld]\n", static_cast<unsigned long long>(m.seq), m.device,
                 m.stream, static_cast<long long>(m.begin_ns - t0), static_cast<long long>(m.end_ns - t0));
@@ -146,7 +148,9 @@ struct mlp_loop {
   /// One step. `sync`: synchronize at every phase boundary (the reference measurement, where even
   /// CPU-time attribution is exact); otherwise the GPU lags several milliseconds behind the CPU.
   void step(bool sync) {
-    auto fence = [&] { if (sync) lt::synchronize(); };
+    auto fence = [&] {
+      if (sync) lt::synchronize();
+    };
     TRACEML_STEP();
     {
       TRACEML_MICROBATCH();
@@ -236,15 +240,18 @@ CATCH_TEST_CASE("kernel times sit on the now_ns() clock", "[gpu][clock]") {
   lt::synchronize();
   std::int64_t t0 = 0, t1 = 0;
   std::vector<traceml::gpu_activity> acts;
-  auto r = run_profiled(make_cupti(1), 2, [&](int i) {
-    TRACEML_STEP();
-    TRACEML_PHASE(forward);
-    lt::synchronize();
-    if (i == 1) t0 = traceml::now_ns();
-    auto b = torch::mm(a, a);
-    lt::synchronize();
-    if (i == 1) t1 = traceml::now_ns();
-  }, /*keep_activities=*/true, &acts);
+  auto r = run_profiled(
+      make_cupti(1), 2,
+      [&](int i) {
+        TRACEML_STEP();
+        TRACEML_PHASE(forward);
+        lt::synchronize();
+        if (i == 1) t0 = traceml::now_ns();
+        auto b = torch::mm(a, a);
+        lt::synchronize();
+        if (i == 1) t1 = traceml::now_ns();
+      },
+      /*keep_activities=*/true, &acts);
   CATCH_REQUIRE(r.steps.size() == 2);
   CATCH_REQUIRE(r.steps[1].gpu.has_value());
   int kernels = 0;
@@ -376,10 +383,20 @@ CATCH_TEST_CASE("a LibTorch transformer training loop: >= 99.9% of kernels attri
     for (int mb = 0; mb < 2; ++mb) {
       TRACEML_MICROBATCH();
       torch::Tensor loss;
-      { TRACEML_PHASE(forward); loss = m.loss(tokens) / 2; }
-      { TRACEML_PHASE(backward); loss.backward(); }
+      {
+        TRACEML_PHASE(forward);
+        loss = m.loss(tokens) / 2;
+      }
+      {
+        TRACEML_PHASE(backward);
+        loss.backward();
+      }
     }
-    { TRACEML_PHASE(optimizer); opt.step(); opt.zero_grad(); }
+    {
+      TRACEML_PHASE(optimizer);
+      opt.step();
+      opt.zero_grad();
+    }
   };
   for (int i = 0; i < 2; ++i) step(i);
   lt::synchronize();
@@ -392,10 +409,11 @@ CATCH_TEST_CASE("a LibTorch transformer training loop: >= 99.9% of kernels attri
     dropped += s.gpu->dropped_records;
   }
   const double coverage = total ? static_cast<double>(in_phases) / static_cast<double>(total) : 0.0;
-  std::printf("coverage: %llu of %llu kernels attributed to a phase (%.4f%%), %llu records dropped, "
-              "%.0f kernels per step\n",
-              static_cast<unsigned long long>(in_phases), static_cast<unsigned long long>(total), 100.0 * coverage,
-              static_cast<unsigned long long>(dropped), static_cast<double>(total) / static_cast<double>(r.steps.size()));
+  std::printf(
+      "coverage: %llu of %llu kernels attributed to a phase (%.4f%%), %llu records dropped, "
+      "%.0f kernels per step\n",
+      static_cast<unsigned long long>(in_phases), static_cast<unsigned long long>(total), 100.0 * coverage,
+      static_cast<unsigned long long>(dropped), static_cast<double>(total) / static_cast<double>(r.steps.size()));
   CATCH_CHECK(total > 1000);
   CATCH_CHECK(coverage >= 0.999);
   CATCH_CHECK(dropped == 0);
@@ -427,7 +445,10 @@ CATCH_TEST_CASE("CUDA-event timing matches a synchronized measurement", "[gpu][e
   CATCH_REQUIRE(src->ok());
   auto r = run_profiled(std::move(src), 5, [&](int) {
     TRACEML_STEP();
-    { TRACEML_PHASE_NAMED("heavy"); work(); }
+    {
+      TRACEML_PHASE_NAMED("heavy");
+      work();
+    }
     lt::synchronize();
   });
   std::vector<double> ev;
@@ -451,8 +472,14 @@ CATCH_TEST_CASE("event sampling: short steps whose events cost more than the bud
   // A few microseconds of GPU work per phase: the events' cost is far above any budget this small.
   auto short_step = [&](int) {
     TRACEML_STEP();
-    { TRACEML_PHASE(forward); v.add_(1.0); }
-    { TRACEML_PHASE(backward); v.add_(1.0); }
+    {
+      TRACEML_PHASE(forward);
+      v.add_(1.0);
+    }
+    {
+      TRACEML_PHASE(backward);
+      v.add_(1.0);
+    }
   };
   const double budget = 1e-9;  // every = max_every once the first window decided
   const int steps = 2 + traceml::event_sampling::window_steps + 200;
@@ -483,8 +510,8 @@ CATCH_TEST_CASE("event sampling: short steps whose events cost more than the bud
       const auto& st = r.steps[i];
       CATCH_CAPTURE(i);
       CATCH_REQUIRE(st.gpu.has_value());
-      const bool should = i < 2 + traceml::event_sampling::window_steps || i % traceml::event_sampling::max_every == 0 ||
-                          st.gpu->kernels_measured;
+      const bool should = i < 2 + traceml::event_sampling::window_steps ||
+                          i % traceml::event_sampling::max_every == 0 || st.gpu->kernels_measured;
       CATCH_CHECK((st.gpu->total.span_ns > 0) == should);
       for (const auto& p : st.gpu->phases) CATCH_CHECK((p.facts.span_ns >= 0) == should);
       timed += st.gpu->total.span_ns > 0 ? 1 : 0;
@@ -609,7 +636,8 @@ CATCH_TEST_CASE("scheduled kernel records: windows of consecutive steps, warm-up
     for (const auto& a : w.activities) {
       const bool mine = std::find(s.steps.begin(), s.steps.end(), a.step) != s.steps.end();
       s.foreign_activities += !mine;
-      s.counted_activities += mine && a.what == traceml::gpu_activity::type::kernel && std::string(a.phase_name) == "counted";
+      s.counted_activities +=
+          mine && a.what == traceml::gpu_activity::type::kernel && std::string(a.phase_name) == "counted";
     }
     s.trace_bytes = w.chrome_trace().size();
     windows.push_back(std::move(s));
@@ -673,8 +701,8 @@ CATCH_TEST_CASE("default settings: GPU time of every phase on every step, kernel
     CATCH_REQUIRE(s.gpu.has_value());
     CATCH_CAPTURE(s.step);
     CATCH_CHECK(s.gpu->total.span_ns > 0);
-    for (auto pm : std::vector<std::pair<const char*, int>>{{"forward", 0}, {"backward", 0}, {"optimizer", -1},
-                                                            {"counted", -1}}) {
+    for (auto pm : std::vector<std::pair<const char*, int>>{
+             {"forward", 0}, {"backward", 0}, {"optimizer", -1}, {"counted", -1}}) {
       CATCH_CAPTURE(pm.first);
       const auto* p = phase(*s.gpu, pm.first, pm.second);
       CATCH_REQUIRE(p);
@@ -753,9 +781,11 @@ CATCH_TEST_CASE("hardware counters on every phase of every step, agreeing with k
     CATCH_CHECK(p.counters->steps == r.summary.measured_steps());
     CATCH_CHECK(p.counters->coverage > 0.95);
     const auto& c = *p.counters;
-    std::printf("  %-10s busy: counters %6.2f%%, kernel records %6.2f%% on %zu recorded steps (%+.2f points); SM active %.1f%%\n",
-                p.name.c_str(), 100 * c.recorded_counter_busy_share, 100 * c.recorded_kernel_busy_share, c.recorded_steps,
-                100 * (c.recorded_counter_busy_share - c.recorded_kernel_busy_share), 100 * c.sm_active_share);
+    std::printf(
+        "  %-10s busy: counters %6.2f%%, kernel records %6.2f%% on %zu recorded steps (%+.2f points); SM active "
+        "%.1f%%\n",
+        p.name.c_str(), 100 * c.recorded_counter_busy_share, 100 * c.recorded_kernel_busy_share, c.recorded_steps,
+        100 * (c.recorded_counter_busy_share - c.recorded_kernel_busy_share), 100 * c.sm_active_share);
     CATCH_CHECK(c.recorded_steps == r.summary.measured_steps());
     // The engine is active whenever one of the phase's kernels runs, and also while it starts the
     // next one: the counters never read less busy than the records' union of kernels (up to the

@@ -36,11 +36,13 @@ TEST_CASE("shorten_kernel_name follows the documented rule", "[kernel_name]") {
       // Non-template function: parameters dropped, no return type to drop.
       {"_Z3fooi", "foo"},
       // nvcc's prefix for a kernel of internal linkage (NCCL's one-rank reduction) goes with the mangling.
-      {"__nv_static_32__b4148644_10_onerank_cu_fdf47990__ZN43_GLOBAL__N__b4148644_10_onerank_cu_fdf4799013oneRankReduceI13"
+      {"__nv_static_32__b4148644_10_onerank_cu_fdf47990__ZN43_GLOBAL__N__b4148644_10_onerank_cu_"
+       "fdf4799013oneRankReduceI13"
        "FuncPreMulSumIfEEEvPvS3_mmb",
        "oneRankReduce<...>"},
       // extern "C" names (cuBLAS, flash attention builds) stay exactly as they are.
-      {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"},
+      {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64",
+       "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"},
   }));
   CAPTURE(r.raw);
   CHECK(shorten_kernel_name(r.raw) == r.shortened);

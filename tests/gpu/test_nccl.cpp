@@ -83,8 +83,9 @@ CATCH_TEST_CASE("an NCCL all-reduce and all-gather inside a communication phase 
                 static_cast<double>(f.memcpy_ns) / 1e6, names.c_str());
     CATCH_CHECK(f.kernel_count + (f.memcpy_ns > 0 ? 1 : 0) > 0);  // NCCL's work, wherever it ran, is here
     bool nccl_named = f.memcpy_ns > 0;
-    for (const auto& k : comm->kernels) nccl_named = nccl_named || k.name.find("ncclDevKernel") != std::string::npos ||
-                                                     k.name.find("nccl") != std::string::npos;
+    for (const auto& k : comm->kernels)
+      nccl_named =
+          nccl_named || k.name.find("ncclDevKernel") != std::string::npos || k.name.find("nccl") != std::string::npos;
     CATCH_CHECK(nccl_named);
   }
 }

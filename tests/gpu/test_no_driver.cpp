@@ -31,9 +31,7 @@ int driver_version() {
 
 TEST_CASE("the device check names the missing piece", "[gpu-status]") {
   using detail::describe_device_check;
-  SECTION("a usable device: nothing to say") {
-    CHECK(describe_device_check(cudaSuccess, 1, 13000, 13000).empty());
-  }
+  SECTION("a usable device: nothing to say") { CHECK(describe_device_check(cudaSuccess, 1, 13000, 13000).empty()); }
   SECTION("no driver loaded (version 0): the runtime's 'insufficient driver' is not repeated") {
     // What the CUDA 13 runtime answers on a machine without libcuda, and the other errors a
     // driverless query can give.
@@ -45,12 +43,16 @@ TEST_CASE("the device check names the missing piece", "[gpu-status]") {
   }
   SECTION("a driver older than the runtime: insufficient, with both versions") {
     const std::string why = describe_device_check(cudaErrorInsufficientDriver, 0, 12040, 13000);
-    CHECK(why == "insufficient NVIDIA driver: it supports up to CUDA 12.4, this program's CUDA runtime is CUDA 13.0 "
-                 "(update the driver)");
+    CHECK(why ==
+          "insufficient NVIDIA driver: it supports up to CUDA 12.4, this program's CUDA runtime is CUDA 13.0 "
+          "(update the driver)");
   }
   SECTION("a driver that sees no GPU") {
-    CHECK(describe_device_check(cudaErrorNoDevice, 0, 13000, 13000).rfind("no CUDA device (the NVIDIA driver sees no GPU", 0) == 0);
-    CHECK(describe_device_check(cudaSuccess, 0, 13000, 13000).rfind("no CUDA device (the NVIDIA driver sees no GPU", 0) == 0);
+    CHECK(describe_device_check(cudaErrorNoDevice, 0, 13000, 13000)
+              .rfind("no CUDA device (the NVIDIA driver sees no GPU", 0) == 0);
+    CHECK(
+        describe_device_check(cudaSuccess, 0, 13000, 13000).rfind("no CUDA device (the NVIDIA driver sees no GPU", 0) ==
+        0);
   }
   SECTION("any other failure keeps the runtime's own words") {
     CHECK(describe_device_check(cudaErrorInitializationError, 0, 13000, 13000) ==
@@ -66,13 +68,15 @@ TEST_CASE("the CUDA runtime is loaded at run time: the process's own first, and 
     CHECK(lib.handle == dlopen(detail::rt::runtime_name().c_str(), RTLD_NOW | RTLD_NOLOAD));
     CHECK(lib.cudaGetDeviceCount != nullptr);
     CHECK(lib.cudaEventRecord != nullptr);
-    CHECK(std::string(detail::rt::cudaGetErrorString(cudaErrorInvalidValue)) == cudaGetErrorString(cudaErrorInvalidValue));
+    CHECK(std::string(detail::rt::cudaGetErrorString(cudaErrorInvalidValue)) ==
+          cudaGetErrorString(cudaErrorInvalidValue));
     int ours = -1, theirs = -2;
     CHECK(detail::rt::cudaRuntimeGetVersion(&ours) == cudaRuntimeGetVersion(&theirs));
     CHECK(ours == theirs);
   }
   SECTION("a runtime that is nowhere: every entry point null, and the reason names the library and the fix") {
-    const detail::rt::library lib = detail::rt::load_library("libtraceml_no_such_cudart.so.13", "/nonexistent/libcudart.so");
+    const detail::rt::library lib =
+        detail::rt::load_library("libtraceml_no_such_cudart.so.13", "/nonexistent/libcudart.so");
     INFO(lib.why);
     CHECK(lib.handle == nullptr);
     CHECK(lib.cudaGetDeviceCount == nullptr);
@@ -89,7 +93,8 @@ TEST_CASE("a failed PM-sampling call names the cause and the fix", "[gpu-status]
   CHECK(contains(priv, "cuptiPmSamplingEnable failed (x)"));
   CHECK(contains(priv, "restricted to admin users"));
   CHECK(contains(priv, "NVreg_RestrictProfilingToAdminUsers=0"));
-  CHECK(contains(describe_pm_failure("cuptiPmSamplingEnable", CUPTI_ERROR_INVALID_OPERATION, "x"), "taken by another tool"));
+  CHECK(contains(describe_pm_failure("cuptiPmSamplingEnable", CUPTI_ERROR_INVALID_OPERATION, "x"),
+                 "taken by another tool"));
   CHECK(contains(describe_pm_failure("cuptiProfilerInitialize", CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, "x"),
                  "Nsight"));
   CHECK(contains(describe_pm_failure("cuptiPmSamplingSetConfig", CUPTI_ERROR_NOT_SUPPORTED, "x"), "does not support"));
@@ -137,8 +142,8 @@ TEST_CASE("without an NVIDIA driver every output says 'no NVIDIA driver'", "[gpu
     CHECK(contains(format_table(run), "\ngpu: GPU timing off: no NVIDIA driver"));
   }
   SECTION("a profiler with the CUPTI source attached writes the reason into the JSON summary") {
-    const std::string path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
-                             "/traceml_test_no_driver_summary.json";
+    const std::string path =
+        std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/traceml_test_no_driver_summary.json";
     profiler_options o;
     o.print_table = false;
     o.warmup_steps = 0;

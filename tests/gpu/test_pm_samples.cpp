@@ -114,8 +114,8 @@ TEST_CASE("spans are placed on the GPU clock by the step's stamp and their event
   CHECK(detail::step_gpu_end(s) == 2000);
   detail::apply_samples(s, ramp());
   CHECK(busy_share(s.spans[0].counters) == Approx(0.45));
-  CHECK(busy_share(s.spans[1].counters) == Approx(0.2));   // samples 1, 2, 3
-  CHECK(busy_share(s.spans[2].counters) == Approx(0.7));   // samples 5..9
+  CHECK(busy_share(s.spans[1].counters) == Approx(0.2));  // samples 1, 2, 3
+  CHECK(busy_share(s.spans[2].counters) == Approx(0.7));  // samples 5..9
   CHECK_FALSE(s.spans[3].counters.measured());
 
   SECTION("a step without a clock stamp gets no counters") {
@@ -243,7 +243,8 @@ TEST_CASE("a sample from CUPTI's values: shares by the layout, and what is dropp
     CHECK(b->tensor_active < 0);
     CHECK(b->dram_throughput < 0);
   }
-  SECTION("dropped: the session's first, one longer than 4 intervals, an empty one, a value not a number, too few values") {
+  SECTION(
+      "dropped: the session's first, one longer than 4 intervals, an empty one, a value not a number, too few values") {
     CHECK_FALSE(sample_from_values(5000000, 5100000, v, l, true));
     CHECK_FALSE(sample_from_values(0, 400001, v, l, false));
     CHECK(sample_from_values(0, 400000, v, l, false));

@@ -15,11 +15,11 @@ namespace {
 
 struct simulation {
   std::int64_t untraced_ns = 100'000'000;  // 100 ms steps
-  double recorded_extra = 0.30;             // a recorded step takes 30% longer
-  double after_extra = 0.0;                 // and the step after it this much longer
-  double noise = 0.0;                       // uniform +- share of each step
+  double recorded_extra = 0.30;            // a recorded step takes 30% longer
+  double after_extra = 0.0;                // and the step after it this much longer
+  double noise = 0.0;                      // uniform +- share of each step
   int warmup = 3;
-  std::int64_t warmup_ns = 2'000'000'000;   // one-time costs of the first steps
+  std::int64_t warmup_ns = 2'000'000'000;  // one-time costs of the first steps
   std::uint32_t seed = 1;
 
   struct outcome {
@@ -35,10 +35,13 @@ struct simulation {
     bool after = false;
     for (int s = 0; s < steps; ++s) {
       const bool rec = b.should_record();
-      const double clean = s < warmup ? static_cast<double>(warmup_ns) : static_cast<double>(untraced_ns) * (1.0 + u(rng));
+      const double clean =
+          s < warmup ? static_cast<double>(warmup_ns) : static_cast<double>(untraced_ns) * (1.0 + u(rng));
       double d = clean;
-      if (rec) d += recorded_extra * static_cast<double>(untraced_ns);
-      else if (after) d += after_extra * static_cast<double>(untraced_ns);
+      if (rec)
+        d += recorded_extra * static_cast<double>(untraced_ns);
+      else if (after)
+        d += after_extra * static_cast<double>(untraced_ns);
       if (s >= warmup) {
         base += clean;
         extra += d - clean;
@@ -164,7 +167,8 @@ TEST_CASE("recording budget: the baseline is the median of the last window of un
         const std::int64_t d = static_cast<std::int64_t>(rng() % 8);  // many ties
         b.step_done(d, false);
         all.push_back(d);
-        std::vector<std::int64_t> last(all.end() - static_cast<std::ptrdiff_t>(std::min(window, all.size())), all.end());
+        std::vector<std::int64_t> last(all.end() - static_cast<std::ptrdiff_t>(std::min(window, all.size())),
+                                       all.end());
         std::sort(last.begin(), last.end());
         CAPTURE(window, s);
         REQUIRE(b.baseline_ns() == static_cast<double>(last[last.size() / 2]));

@@ -42,7 +42,10 @@ std::vector<int> cycles(const recording_schedule& sch, std::int64_t n) {
 
 TEST_CASE("torch.profiler's example: wait 1, warmup 1, active 3, repeat 2", "[schedule]") {
   const recording_schedule s(1, 1, 3, 2);
-  CHECK(letters(s, 14) == "wuaaL" "wuaaL" "....");
+  CHECK(letters(s, 14) ==
+        "wuaaL"
+        "wuaaL"
+        "....");
   CHECK(cycles(s, 12) == std::vector<int>{0, 0, 0, 0, 0, 1, 1, 1, 1, 1, -1, -1});
   CHECK(s.first_active(0) == 2);
   CHECK(s.first_active(1) == 7);
@@ -53,24 +56,38 @@ TEST_CASE("torch.profiler's example: wait 1, warmup 1, active 3, repeat 2", "[sc
 TEST_CASE("skip_first comes before the first cycle, and nothing is counted in it", "[schedule]") {
   SECTION("skip 2, then three one-step windows back to back") {
     const recording_schedule s(0, 0, 1, 3, 2);
-    CHECK(letters(s, 8) == "ss" "L" "L" "L" "...");
+    CHECK(letters(s, 8) ==
+          "ss"
+          "L"
+          "L"
+          "L"
+          "...");
     CHECK(cycles(s, 6) == std::vector<int>{-1, -1, 0, 1, 2, -1});
     CHECK(s.first_active(2) == 4);
   }
   SECTION("skip 1, one cycle of two warm-up steps and one active step") {
     const recording_schedule s(0, 2, 1, 1, 1);
-    CHECK(letters(s, 7) == "s" "uuL" "...");
+    CHECK(letters(s, 7) ==
+          "s"
+          "uuL"
+          "...");
   }
   SECTION("skip 3 with wait 2: the first cycle's wait follows the skipped steps") {
     const recording_schedule s(2, 1, 2, 1, 3);
-    CHECK(letters(s, 12) == "sss" "wwuaL" "....");
+    CHECK(letters(s, 12) ==
+          "sss"
+          "wwuaL"
+          "....");
     CHECK(s.first_active(0) == 6);
   }
 }
 
 TEST_CASE("repeat 0 cycles until the run ends", "[schedule]") {
   const recording_schedule s(2, 0, 2);
-  CHECK(letters(s, 12) == "wwaL" "wwaL" "wwaL");
+  CHECK(letters(s, 12) ==
+        "wwaL"
+        "wwaL"
+        "wwaL");
   // Step 1000 is the first step of cycle 250; step 1003 closes it.
   CHECK(letters(s, 4, 1000) == "wwaL");
   CHECK(s.at(1003).cycle == 250);
@@ -79,7 +96,10 @@ TEST_CASE("repeat 0 cycles until the run ends", "[schedule]") {
 
 TEST_CASE("without wait and warm-up, windows follow each other without a gap", "[schedule]") {
   const recording_schedule s(0, 0, 3);
-  CHECK(letters(s, 9) == "aaL" "aaL" "aaL");
+  CHECK(letters(s, 9) ==
+        "aaL"
+        "aaL"
+        "aaL");
   CHECK(cycles(s, 7) == std::vector<int>{0, 0, 0, 1, 1, 1, 2});
   for (int i = 0; i < 9; ++i) CHECK(s.at(i).records_on());
 }
@@ -109,8 +129,8 @@ TEST_CASE("huge counts do not overflow the cycle length", "[schedule]") {
 TEST_CASE("invalid schedules are rejected with the argument and its value", "[schedule]") {
   using Catch::Matchers::Contains;
   CHECK_THROWS_AS(recording_schedule(1, 1, 0), std::invalid_argument);
-  CHECK_THROWS_WITH(recording_schedule(1, 1, 0), Contains("active must be 1 or more, got 0") &&
-                                                     Contains("records nothing"));
+  CHECK_THROWS_WITH(recording_schedule(1, 1, 0),
+                    Contains("active must be 1 or more, got 0") && Contains("records nothing"));
   CHECK_THROWS_WITH(recording_schedule(-1, 1, 1), Contains("wait must be 0 or more, got -1"));
   CHECK_THROWS_WITH(recording_schedule(0, -2, 1), Contains("warmup must be 0 or more, got -2"));
   CHECK_THROWS_WITH(recording_schedule(0, 0, -3), Contains("active must be 1 or more, got -3"));

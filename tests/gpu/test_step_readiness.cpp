@@ -45,7 +45,7 @@ TEST_CASE("every step recorded: its end marker, the next one's and a whole flush
   CHECK(steps[0].ready_after_flush == 0);
   seen.insert(20);
   CHECK(ready_prefix(steps, f, seen) == 0);
-  CHECK(steps[0].ready_after_flush == 7);    // a flush begun after this moment must complete
+  CHECK(steps[0].ready_after_flush == 7);  // a flush begun after this moment must complete
   f.flushes_done = 6;
   CHECK(ready_prefix(steps, f, seen) == 0);
   f.flushes_done = 7;
@@ -63,8 +63,7 @@ TEST_CASE("every step recorded: a successor without records does not hold a step
   CHECK(ready_prefix(steps, f, seen) == 2);
 }
 
-TEST_CASE("sampling: a recorded step is complete once records were switched off behind it and flushed",
-          "[readiness]") {
+TEST_CASE("sampling: a recorded step is complete once records were switched off behind it and flushed", "[readiness]") {
   std::vector<readiness_step> steps = {unrecorded(), recorded(30), unrecorded()};
   readiness_facts f;
   f.sampling = true;
@@ -98,9 +97,10 @@ TEST_CASE("at the end of the run every step is complete", "[readiness]") {
   CHECK(ready_prefix(steps, f, {}) == 3);
 }
 
-TEST_CASE("sampling, a schedule's window: steps followed by a recorded step complete by their markers, the "
-          "window's last one by the forced flush behind it",
-          "[readiness][schedule]") {
+TEST_CASE(
+    "sampling, a schedule's window: steps followed by a recorded step complete by their markers, the "
+    "window's last one by the forced flush behind it",
+    "[readiness][schedule]") {
   // Records stay on from step 0 to step 2 (warm-up and active steps), off from step 3.
   std::vector<readiness_step> steps = {recorded(10), recorded(20), recorded(30), unrecorded()};
   readiness_facts f;
@@ -116,13 +116,14 @@ TEST_CASE("sampling, a schedule's window: steps followed by a recorded step comp
   f.flushes_done = 10;
   CHECK(ready_prefix(steps, f, seen) == 1);
   CHECK(steps[1].ready_after_flush == 12);
-  f.flushes_done = 100;                    // flushes alone: step 2 was followed by records off
+  f.flushes_done = 100;  // flushes alone: step 2 was followed by records off
   CHECK(ready_prefix(steps, f, seen) == 2);
-  f.off_flushed_marker = 30;               // switched off behind step 2 and force-flushed
+  f.off_flushed_marker = 30;  // switched off behind step 2 and force-flushed
   CHECK(ready_prefix(steps, f, seen) == 4);
 }
 
-TEST_CASE("sampling: the forced flush behind a window's last step completes the whole window", "[readiness][schedule]") {
+TEST_CASE("sampling: the forced flush behind a window's last step completes the whole window",
+          "[readiness][schedule]") {
   std::vector<readiness_step> steps = {recorded(10), recorded(20), recorded(30)};
   readiness_facts f;
   f.sampling = true;

@@ -54,7 +54,8 @@ int main() {
   // A real out-of-memory error (2^50 floats) is recognised, and the device goes on after it.
   const auto total = lt::device_memory_bytes();
   EXPECT(total > (std::int64_t{1} << 30));
-  EXPECT(thrown_is_out_of_memory([] { (void)torch::empty({std::int64_t{1} << 50}, torch::TensorOptions().device(torch::kCUDA)); }));
+  EXPECT(thrown_is_out_of_memory(
+      [] { (void)torch::empty({std::int64_t{1} << 50}, torch::TensorOptions().device(torch::kCUDA)); }));
   lt::release_cached_memory();
   EXPECT(lt::read_allocator_peaks(-1, false).reserved >= (std::int64_t{256} << 20));  // t is still alive
   t.fill_(1);

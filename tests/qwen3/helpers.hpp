@@ -42,8 +42,10 @@ class temp_dir {
         if (name == "." || name == "..") continue;
         const std::string child = path + "/" + name;
         struct stat st {};
-        if (::lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(child);
-        else ::unlink(child.c_str());
+        if (::lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+          remove_tree(child);
+        else
+          ::unlink(child.c_str());
       }
       ::closedir(d);
     }

@@ -95,8 +95,7 @@ TEST_CASE("chunked loss in bf16 agrees with the full-logits form within bf16 rou
   const auto p = torch::softmax(logits, -1) * keep;
   const double count = valid.sum().item<double>();
   const auto terms_h = (torch::mm(p, w.abs()) + torch::embedding(w.abs(), safe_t) * keep) / count;
-  const auto terms_w = (torch::mm(p.t(), h.abs()) +
-                        torch::zeros_like(w).index_add_(0, safe_t, h.abs() * keep)) / count;
+  const auto terms_w = (torch::mm(p.t(), h.abs()) + torch::zeros_like(w).index_add_(0, safe_t, h.abs() * keep)) / count;
   const double u = std::ldexp(1.0, -8);
   const double allowed = u * (4 + 2 * logits.abs().max().item<double>());  // per unit of the terms' magnitude
   const auto excess = [&](const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& terms) {
@@ -104,8 +103,8 @@ TEST_CASE("chunked loss in bf16 agrees with the full-logits form within bf16 rou
   };
   const double worst_h = excess(chunked.grad_hidden, full.grad_hidden, terms_h);
   const double worst_w = excess(chunked.grad_weight, full.grad_weight, terms_w);
-  INFO("largest difference per unit of the terms' magnitude: dL/dh " << worst_h << ", dL/dW " << worst_w
-       << ", allowed " << allowed);
+  INFO("largest difference per unit of the terms' magnitude: dL/dh " << worst_h << ", dL/dW " << worst_w << ", allowed "
+                                                                     << allowed);
   CHECK(worst_h <= allowed);
   CHECK(worst_w <= allowed);
   // And the bound is not vacuous: it is far below the gradients themselves.
@@ -119,7 +118,8 @@ TEST_CASE("chunked loss without gradients, all targets ignored, bad chunk", "[qw
     torch::NoGradGuard no_grad;
     auto loss = qwen3::chunked_linear_cross_entropy(h, c.weight, c.targets, 4);
     CHECK_FALSE(loss.requires_grad());
-    CHECK(loss.item<double>() == Approx(qwen3::linear_cross_entropy(h, c.weight, c.targets).item<double>()).epsilon(1e-6));
+    CHECK(loss.item<double>() ==
+          Approx(qwen3::linear_cross_entropy(h, c.weight, c.targets).item<double>()).epsilon(1e-6));
   }
   SECTION("every target ignored: nan, as nll_loss") {
     auto none = torch::full({c.hidden.size(0)}, -100, torch::kInt64);

@@ -97,7 +97,8 @@ TEST_CASE("config.json round trip and rejection", "[qwen3][config]") {
     CHECK_THROWS_WITH(qwen3::config_from_json(bad), Catch::Contains("missing field 'hidden_size'"));
     bad = j;
     bad["model_type"] = "mistral";
-    CHECK_THROWS_WITH(qwen3::config_from_json(bad), Catch::Contains("model_type is 'mistral', expected 'qwen3' or 'llama'"));
+    CHECK_THROWS_WITH(qwen3::config_from_json(bad),
+                      Catch::Contains("model_type is 'mistral', expected 'qwen3' or 'llama'"));
     bad = j;
     bad["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
     CHECK_THROWS_WITH(qwen3::config_from_json(bad), Catch::Contains("rope_scaling has rope type 'linear'"));
@@ -126,47 +127,86 @@ TEST_CASE("config.json values of the wrong kind or size are errors naming the fi
   const std::uint64_t two32 = std::uint64_t{1} << 32;
   const std::vector<row> rows{
       // Without head_dim the count of heads divides hidden_size: 0 heads used to trap (SIGFPE).
-      {"0 heads, no head_dim", [](auto& j) { j.erase("head_dim"); j["num_attention_heads"] = 0; },
+      {"0 heads, no head_dim",
+       [](auto& j) {
+         j.erase("head_dim");
+         j["num_attention_heads"] = 0;
+       },
        {"num_attention_heads must be positive, got 0"}},
-      {"0.5 heads, no head_dim", [](auto& j) { j.erase("head_dim"); j["num_attention_heads"] = 0.5; },
+      {"0.5 heads, no head_dim",
+       [](auto& j) {
+         j.erase("head_dim");
+         j["num_attention_heads"] = 0.5;
+       },
        {"num_attention_heads must be a whole number, got 0.5"}},
-      {"fractional hidden_size", [](auto& j) { j["hidden_size"] = 64.7; },
+      {"fractional hidden_size",
+       [](auto& j) { j["hidden_size"] = 64.7; },
        {"hidden_size must be a whole number, got 64.7", "not truncated"}},
       // A whole float is rejected too (the choice documented in config.hpp).
       {"hidden_size 64.0", [](auto& j) { j["hidden_size"] = 64.0; }, {"hidden_size must be a whole number, got 64.0"}},
-      {"boolean layers", [](auto& j) { j["num_hidden_layers"] = true; },
+      {"boolean layers",
+       [](auto& j) { j["num_hidden_layers"] = true; },
        {"num_hidden_layers has the wrong type", "got true"}},
       {"negative vocab", [](auto& j) { j["vocab_size"] = -5; }, {"vocab_size must be positive, got -5"}},
       // 2^32 everywhere: q_dim() = 2^64 overflowed, then the model asked for ~20 GB.
-      {"2^32 heads and head_dim", [&](auto& j) {
-         j["num_attention_heads"] = two32; j["num_key_value_heads"] = two32; j["head_dim"] = two32; },
+      {"2^32 heads and head_dim",
+       [&](auto& j) {
+         j["num_attention_heads"] = two32;
+         j["num_key_value_heads"] = two32;
+         j["head_dim"] = two32;
+       },
        {"num_attention_heads is 4294967296, above the limit of 2147483647"}},
-      {"2^64 - 1 layers", [](auto& j) { j["num_hidden_layers"] = std::numeric_limits<std::uint64_t>::max(); },
+      {"2^64 - 1 layers",
+       [](auto& j) { j["num_hidden_layers"] = std::numeric_limits<std::uint64_t>::max(); },
        {"num_hidden_layers is 18446744073709551615, above the limit"}},
-      {"max_position_embeddings 0", [](auto& j) { j["max_position_embeddings"] = 0; },
+      {"max_position_embeddings 0",
+       [](auto& j) { j["max_position_embeddings"] = 0; },
        {"max_position_embeddings must be positive, got 0"}},
       // Sizes within the per-field limit whose products do not fit 64 bits.
-      {"hidden x intermediate overflows", [](auto& j) {
-         j["hidden_size"] = 2147483647; j["intermediate_size"] = 2147483647; },
+      {"hidden x intermediate overflows",
+       [](auto& j) {
+         j["hidden_size"] = 2147483647;
+         j["intermediate_size"] = 2147483647;
+       },
        {"3 x hidden_size x intermediate_size overflows"}},
-      {"layers x per-layer overflows", [](auto& j) {
-         j["hidden_size"] = 1 << 20; j["intermediate_size"] = 1 << 20; j["num_hidden_layers"] = 2147483647; },
+      {"layers x per-layer overflows",
+       [](auto& j) {
+         j["hidden_size"] = 1 << 20;
+         j["intermediate_size"] = 1 << 20;
+         j["num_hidden_layers"] = 2147483647;
+       },
        {"num_hidden_layers x per-layer parameters overflows"}},
       // A wrong type inside rope_scaling used to escape as a bare nlohmann type_error.
-      {"rope_scaling.rope_type a number", [](auto& j) { j["rope_scaling"] = {{"rope_type", 5}}; },
+      {"rope_scaling.rope_type a number",
+       [](auto& j) {
+         j["rope_scaling"] = {{"rope_type", 5}};
+       },
        {"rope_scaling.rope_type has the wrong type", "got 5"}},
-      {"rope_scaling.type a list", [](auto& j) { j["rope_scaling"] = {{"type", {1, 2}}}; },
+      {"rope_scaling.type a list",
+       [](auto& j) {
+         j["rope_scaling"] = {{"type", {1, 2}}};
+       },
        {"rope_scaling.type has the wrong type"}},
-      {"rope_parameters.rope_theta a string", [](auto& j) {
-         j.erase("rope_theta"); j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", "big"}}; },
+      {"rope_parameters.rope_theta a string",
+       [](auto& j) {
+         j.erase("rope_theta");
+         j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", "big"}};
+       },
        {"rope_parameters.rope_theta has the wrong type", "\"big\""}},
       {"rope_theta a string", [](auto& j) { j["rope_theta"] = "1e6"; }, {"rope_theta has the wrong type"}},
-      {"rms_norm_eps an object", [](auto& j) { j["rms_norm_eps"] = {{"v", 1}}; }, {"rms_norm_eps has the wrong type"}},
-      {"tie_word_embeddings a string", [](auto& j) { j["tie_word_embeddings"] = "yes"; },
+      {"rms_norm_eps an object",
+       [](auto& j) {
+         j["rms_norm_eps"] = {{"v", 1}};
+       },
+       {"rms_norm_eps has the wrong type"}},
+      {"tie_word_embeddings a string",
+       [](auto& j) { j["tie_word_embeddings"] = "yes"; },
        {"tie_word_embeddings has the wrong type"}},
       {"attention_bias a number", [](auto& j) { j["attention_bias"] = 1; }, {"attention_bias has the wrong type"}},
       {"model_type a number", [](auto& j) { j["model_type"] = 3; }, {"model_type has the wrong type"}},
-      {"hidden_act a list", [](auto& j) { j["hidden_act"] = nlohmann::json::array({"silu"}); }, {"hidden_act has the wrong type"}},
+      {"hidden_act a list",
+       [](auto& j) { j["hidden_act"] = nlohmann::json::array({"silu"}); },
+       {"hidden_act has the wrong type"}},
   };
   for (const auto& r : rows) {
     INFO(r.what);
@@ -284,9 +324,9 @@ TEST_CASE("a Llama config.json: the released file, newer rope_parameters, Llama'
     auto j = released;
     j.erase("rope_scaling");
     j.erase("rope_theta");
-    j["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 32.0},
-                            {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-                            {"original_max_position_embeddings", 8192}};
+    j["rope_parameters"] = {{"rope_type", "llama3"},   {"rope_theta", 500000.0},
+                            {"factor", 32.0},          {"low_freq_factor", 1.0},
+                            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
     check_same_config(qwen3::config_from_json(j), qwen3::preset("llama-3.2-1b"));
   }
   SECTION("without original_max_position_embeddings, llama3 uses max_position_embeddings (as transformers)") {
@@ -295,8 +335,8 @@ TEST_CASE("a Llama config.json: the released file, newer rope_parameters, Llama'
     CHECK(qwen3::config_from_json(j).rope_scaling->original_max_position_embeddings == 131072);
   }
   SECTION("fields left out take LlamaConfig's defaults") {
-    const nlohmann::json j{{"model_type", "llama"},      {"vocab_size", 1000},        {"hidden_size", 256},
-                           {"intermediate_size", 512},   {"num_hidden_layers", 2},    {"num_attention_heads", 8}};
+    const nlohmann::json j{{"model_type", "llama"},    {"vocab_size", 1000},     {"hidden_size", 256},
+                           {"intermediate_size", 512}, {"num_hidden_layers", 2}, {"num_attention_heads", 8}};
     const auto c = qwen3::config_from_json(j);
     CHECK(c.num_kv_heads == 8);
     CHECK(c.head_dim == 32);  // 256 / 8
@@ -328,20 +368,27 @@ TEST_CASE("Llama config.json errors name the file and the field", "[qwen3][confi
     std::vector<std::string> says;
   };
   const std::vector<row> rows{
-      {"llama3 without factor", [](auto& j) { j["rope_scaling"].erase("factor"); },
+      {"llama3 without factor",
+       [](auto& j) { j["rope_scaling"].erase("factor"); },
        {"missing field 'rope_scaling.factor'"}},
-      {"llama3 without low_freq_factor", [](auto& j) { j["rope_scaling"].erase("low_freq_factor"); },
+      {"llama3 without low_freq_factor",
+       [](auto& j) { j["rope_scaling"].erase("low_freq_factor"); },
        {"missing field 'rope_scaling.low_freq_factor'"}},
-      {"factor a string", [](auto& j) { j["rope_scaling"]["factor"] = "32"; },
+      {"factor a string",
+       [](auto& j) { j["rope_scaling"]["factor"] = "32"; },
        {"rope_scaling.factor has the wrong type", "\"32\""}},
-      {"factor 0", [](auto& j) { j["rope_scaling"]["factor"] = 0.0; },
+      {"factor 0",
+       [](auto& j) { j["rope_scaling"]["factor"] = 0.0; },
        {"llama config", "rope_scaling.factor must be positive and finite"}},
-      {"negative low_freq_factor", [](auto& j) { j["rope_scaling"]["low_freq_factor"] = -1.0; },
+      {"negative low_freq_factor",
+       [](auto& j) { j["rope_scaling"]["low_freq_factor"] = -1.0; },
        {"rope_scaling.low_freq_factor must be positive and finite"}},
       // The interpolation divides by high - low.
-      {"high_freq_factor equal to low_freq_factor", [](auto& j) { j["rope_scaling"]["high_freq_factor"] = 1.0; },
+      {"high_freq_factor equal to low_freq_factor",
+       [](auto& j) { j["rope_scaling"]["high_freq_factor"] = 1.0; },
        {"rope_scaling.high_freq_factor (1.000000) must be above low_freq_factor (1.000000)"}},
-      {"original_max_position_embeddings 0", [](auto& j) { j["rope_scaling"]["original_max_position_embeddings"] = 0; },
+      {"original_max_position_embeddings 0",
+       [](auto& j) { j["rope_scaling"]["original_max_position_embeddings"] = 0; },
        {"rope_scaling.original_max_position_embeddings must be positive, got 0"}},
       {"original_max_position_embeddings fractional",
        [](auto& j) { j["rope_scaling"]["original_max_position_embeddings"] = 8192.5; },
@@ -349,16 +396,23 @@ TEST_CASE("Llama config.json errors name the file and the field", "[qwen3][confi
       {"original_max_position_embeddings 2^32",
        [](auto& j) { j["rope_scaling"]["original_max_position_embeddings"] = std::uint64_t{1} << 32; },
        {"rope_scaling.original_max_position_embeddings is 4294967296, above the limit"}},
-      {"another rope type", [](auto& j) { j["rope_scaling"]["rope_type"] = "yarn"; },
+      {"another rope type",
+       [](auto& j) { j["rope_scaling"]["rope_type"] = "yarn"; },
        {"rope_scaling has rope type 'yarn'", "default) and llama3 are implemented"}},
-      {"partial rotary", [](auto& j) { j["partial_rotary_factor"] = 0.5; },
+      {"partial rotary",
+       [](auto& j) { j["partial_rotary_factor"] = 0.5; },
        {"partial_rotary_factor other than 1 is not implemented"}},
       {"mlp_bias", [](auto& j) { j["mlp_bias"] = true; }, {"mlp_bias=true is not implemented"}},
       {"mlp_bias a string", [](auto& j) { j["mlp_bias"] = "no"; }, {"mlp_bias has the wrong type"}},
       {"attention_bias", [](auto& j) { j["attention_bias"] = true; }, {"attention_bias=true is not implemented"}},
-      {"model_type of another family", [](auto& j) { j["model_type"] = "mistral"; },
+      {"model_type of another family",
+       [](auto& j) { j["model_type"] = "mistral"; },
        {"model_type is 'mistral', expected 'qwen3' or 'llama'"}},
-      {"0 heads, no head_dim", [](auto& j) { j.erase("head_dim"); j["num_attention_heads"] = 0; },
+      {"0 heads, no head_dim",
+       [](auto& j) {
+         j.erase("head_dim");
+         j["num_attention_heads"] = 0;
+       },
        {"llama config", "num_attention_heads must be positive, got 0"}},
   };
   for (const auto& r : rows) {

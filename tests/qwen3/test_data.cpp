@@ -58,10 +58,9 @@ TEST_CASE("token files: little-endian uint32, cut into examples", "[qwen3][data]
   }
   SECTION("an id outside the vocabulary is an error naming its position") {
     qwen3::token_file::write(path, {1, 2, 3, 4, 5, 99, 7, 8});
-    CHECK_THROWS_WITH(qwen3::token_file(path, 50, 4),
-                      Catch::Contains("token 5") && Catch::Contains("byte offset 20") &&
-                          Catch::Contains("example 1 position 1") && Catch::Contains("is 99") &&
-                          Catch::Contains("[0, 50)"));
+    CHECK_THROWS_WITH(qwen3::token_file(path, 50, 4), Catch::Contains("token 5") && Catch::Contains("byte offset 20") &&
+                                                          Catch::Contains("example 1 position 1") &&
+                                                          Catch::Contains("is 99") && Catch::Contains("[0, 50)"));
   }
   SECTION("truncated and short files") {
     std::ofstream(path, std::ios::binary).write("\x01\x02\x03\x04\x05", 5);

@@ -92,7 +92,7 @@ TEST_CASE("llama3 rotary frequencies are kept, interpolated or stretched by wave
     torch::NoGradGuard g;
     auto la = scaled->logits(ids), lb = unscaled->logits(ids);
     INFO("max |logit| " << max_abs(la) << ", position 0 diff " << max_abs_diff(la.narrow(1, 0, 1), lb.narrow(1, 0, 1))
-         << ", positions 32-63 diff " << max_abs_diff(la.narrow(1, 32, 32), lb.narrow(1, 32, 32)));
+                        << ", positions 32-63 diff " << max_abs_diff(la.narrow(1, 32, 32), lb.narrow(1, 32, 32)));
     CHECK(max_abs_diff(la.narrow(1, 0, 1), lb.narrow(1, 0, 1)) < 1e-5);
     CHECK(max_abs_diff(la.narrow(1, 32, 32), lb.narrow(1, 32, 32)) > 1.0);
   }
@@ -135,8 +135,7 @@ TEST_CASE("a Llama is the shared decoder without q/k norms", "[qwen3][llama][mod
 TEST_CASE("a family's model needs a config of that family", "[qwen3][llama][model]") {
   CHECK_THROWS_WITH(qwen3::Qwen3(qwen3::preset("llama-tiny")),
                     Catch::Contains("qwen3 model from llama config 'llama-tiny'"));
-  CHECK_THROWS_WITH(qwen3::Llama(qwen3::preset("tiny")),
-                    Catch::Contains("llama model from qwen3 config 'tiny'"));
+  CHECK_THROWS_WITH(qwen3::Llama(qwen3::preset("tiny")), Catch::Contains("llama model from qwen3 config 'tiny'"));
   CHECK(std::dynamic_pointer_cast<qwen3::Qwen3Impl>(qwen3::make_model(qwen3::preset("tiny")).ptr()) != nullptr);
 }
 
@@ -235,6 +234,6 @@ TEST_CASE("a Llama snapshot has transformers' names and loads back", "[qwen3][ll
   auto j = qwen3::to_json(qwen->cfg());
   j["model_type"] = "llama";
   std::ofstream(qwen_dir.file("config.json")) << j.dump();
-  CHECK_THROWS_WITH(qwen3::from_pretrained(qwen_dir.str()), Catch::Contains("unexpected weight") &&
-                                                                Catch::Contains("_norm.weight"));
+  CHECK_THROWS_WITH(qwen3::from_pretrained(qwen_dir.str()),
+                    Catch::Contains("unexpected weight") && Catch::Contains("_norm.weight"));
 }

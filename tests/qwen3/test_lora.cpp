@@ -47,9 +47,9 @@ TEST_CASE("only adapter parameters are trainable and receive gradients", "[qwen3
   const auto& c = m->cfg();
   // r * (in + out) per target, seven targets per layer.
   const std::int64_t r = 16;
-  const std::int64_t per_layer = r * ((c.hidden_size + c.q_dim()) + 2 * (c.hidden_size + c.kv_dim()) +
-                                      (c.q_dim() + c.hidden_size) + 2 * (c.hidden_size + c.intermediate_size) +
-                                      (c.intermediate_size + c.hidden_size));
+  const std::int64_t per_layer =
+      r * ((c.hidden_size + c.q_dim()) + 2 * (c.hidden_size + c.kv_dim()) + (c.q_dim() + c.hidden_size) +
+           2 * (c.hidden_size + c.intermediate_size) + (c.intermediate_size + c.hidden_size));
   CHECK(qwen3::numel(trainable) == per_layer * c.num_layers);
 
   auto ids = qwen3_test::random_ids(c.vocab_size, 2, 16);

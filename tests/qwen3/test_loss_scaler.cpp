@@ -73,10 +73,10 @@ TEST_CASE("loss scaler: growth after growth_interval good steps, back-off on inf
   CHECK(s.scale_value() == 16);  // the third: x2, and the count restarts
   CHECK(s.good_steps_in_a_row() == 0);
   s.update(true);
-  CHECK(s.scale_value() == 8);   // inf/nan: x0.5
+  CHECK(s.scale_value() == 8);  // inf/nan: x0.5
   s.update(false);
   s.update(false);
-  s.update(true);                // two good steps then a skip: the count restarts, no growth
+  s.update(true);  // two good steps then a skip: the count restarts, no growth
   CHECK(s.scale_value() == 4);
   CHECK(s.scale().item<float>() == 4.0f);  // the device tensor follows
   for (int i = 0; i < 3; ++i) s.update(false);
@@ -260,7 +260,8 @@ TEST_CASE("fp16 on the GPU: fused unscale, and training follows the fp32 losses"
   };
   qwen3::loss_scaler scaler(torch::kCUDA);
   const auto fp16 = run(torch::kHalf, &scaler), fp32 = run(torch::kFloat32, nullptr);
-  for (std::size_t i = 0; i < fp16.size(); ++i) UNSCOPED_INFO("step " << i << ": fp16 " << fp16[i] << ", fp32 " << fp32[i]);
+  for (std::size_t i = 0; i < fp16.size(); ++i)
+    UNSCOPED_INFO("step " << i << ": fp16 " << fp16[i] << ", fp32 " << fp32[i]);
   CHECK(fp16.front() == Approx(fp32.front()).epsilon(1e-2));
   CHECK(fp32.back() < 0.1 * fp32.front());
   CHECK(fp16.back() < 0.1 * fp16.front());  // it learns as the fp32 run does

@@ -25,9 +25,9 @@ TEST_CASE("memory estimate of the tiny config, by hand", "[qwen3][memory]") {
   // Micro-batch 2 x 16 tokens = 32 tokens, fp32 (4 bytes).
   SECTION("without checkpointing: 17 values per token, hidden unit and layer") {
     const auto e = qwen3::estimate_memory(tiny, 2, 16, 4, /*checkpointing=*/false);
-    CHECK(e.weight_bytes == 115104.0 * 4);           // 460,416
+    CHECK(e.weight_bytes == 115104.0 * 4);                  // 460,416
     CHECK(e.activation_bytes == 32.0 * 64 * 4 * (2 * 17));  // 278,528
-    CHECK(e.logits_bytes == 32.0 * 256 * 4);          // 32,768
+    CHECK(e.logits_bytes == 32.0 * 256 * 4);                // 32,768
     CHECK(e.microbatch_bytes() == 278528.0 + 32768);
     CHECK(e.total_bytes() == 460416.0 + 278528 + 32768);
   }
@@ -73,7 +73,7 @@ TEST_CASE("run checks: sequence length against max_position_embeddings, and size
   CHECK_NOTHROW(qwen3::check_run_fits(tiny, schedules, 64, torch::kFloat32, torch::kCPU, true));
   CHECK_THROWS_AS(qwen3::check_run_fits(tiny, schedules, 128, torch::kFloat32, torch::kCPU, true),
                   std::invalid_argument);
-  CHECK_THROWS_WITH(qwen3::check_run_fits(tiny, schedules, 128, torch::kFloat32, torch::kCPU, true),
-                    Catch::Contains("sequence length 128 is above max_position_embeddings 64") &&
-                        Catch::Contains("'tiny'"));
+  CHECK_THROWS_WITH(
+      qwen3::check_run_fits(tiny, schedules, 128, torch::kFloat32, torch::kCPU, true),
+      Catch::Contains("sequence length 128 is above max_position_embeddings 64") && Catch::Contains("'tiny'"));
 }

@@ -64,7 +64,7 @@ TEST_CASE("the decoder is causal and batch rows are independent", "[qwen3][model
   auto after = m->logits(changed);
   CHECK(max_abs_diff(base.narrow(1, 0, 8), after.narrow(1, 0, 8)) < 1e-6);  // the past does not see the future
   CHECK(max_abs_diff(base.select(0, 0).narrow(0, 8, 4), after.select(0, 0).narrow(0, 8, 4)) > 1e-4);
-  CHECK(max_abs_diff(base[1], after[1]) < 1e-6);                            // the other row is untouched
+  CHECK(max_abs_diff(base[1], after[1]) < 1e-6);                           // the other row is untouched
   CHECK(max_abs_diff(m->logits(ids.narrow(0, 1, 1))[0], base[1]) < 1e-5);  // batch of one == row of two
 }
 
@@ -78,7 +78,8 @@ TEST_CASE("fused operators equal the plain formulation", "[qwen3][model]") {
   CHECK(std::abs(a.item<double>() - b.item<double>()) < 1e-5);
   a.backward();
   b.backward();
-  CHECK(max_abs_diff(fused->embed_tokens.grad(), plain->embed_tokens.grad()) < 1e-5 * (1 + max_abs(plain->embed_tokens.grad())));
+  CHECK(max_abs_diff(fused->embed_tokens.grad(), plain->embed_tokens.grad()) <
+        1e-5 * (1 + max_abs(plain->embed_tokens.grad())));
 }
 
 TEST_CASE("bf16 model runs and agrees with fp32 roughly", "[qwen3][model]") {

@@ -112,9 +112,10 @@ TEST_CASE("corrupt safetensors files are rejected with a reason", "[qwen3][safet
     CHECK_THROWS_WITH(st::reader(path), Catch::Contains("truncated"));
   }
   SECTION("overlapping tensors") {
-    write_header(path,
-                 R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
-                 16);
+    write_header(
+        path,
+        R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+        16);
     CHECK_THROWS_WITH(st::reader(path), Catch::Contains("overlap"));
   }
   SECTION("missing file") { CHECK_THROWS_WITH(st::reader(dir.file("none")), Catch::Contains("cannot open")); }
@@ -149,7 +150,8 @@ TEST_CASE("safetensors element counts and byte spans cannot overflow", "[qwen3][
   SECTION("offsets near 2^64, far beyond the file") {
     write_header(path,
                  R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[18446744073709551599,18446744073709551615]}})", 16);
-    CHECK_THROWS_WITH(st::reader(path), Catch::Contains("data ends at byte 18446744073709551615 of a 16-byte data section"));
+    CHECK_THROWS_WITH(st::reader(path),
+                      Catch::Contains("data ends at byte 18446744073709551615 of a 16-byte data section"));
   }
 }
 
@@ -200,9 +202,9 @@ TEST_CASE("snapshots with wrong shapes, dtypes or names are rejected", "[qwen3][
     auto other = qwen3::preset("tiny");
     other.intermediate_size = 96;
     qwen3::Qwen3 wrong(other);
-    CHECK_THROWS_WITH(qwen3::load_weights(*wrong, dir.str()),
-                      Catch::Contains("model.layers.0.mlp.gate_proj.weight") && Catch::Contains("has shape [160, 64]") &&
-                          Catch::Contains("needs [96, 64]"));
+    CHECK_THROWS_WITH(qwen3::load_weights(*wrong, dir.str()), Catch::Contains("model.layers.0.mlp.gate_proj.weight") &&
+                                                                  Catch::Contains("has shape [160, 64]") &&
+                                                                  Catch::Contains("needs [96, 64]"));
   }
   SECTION("an integer tensor where a weight belongs") {
     rewrite([](auto& t) { t[3].second = t[3].second.to(torch::kInt32); });
@@ -224,7 +226,8 @@ TEST_CASE("snapshots with wrong shapes, dtypes or names are rejected", "[qwen3][
   SECTION("an index pointing at a shard without the tensor") {
     std::ofstream(dir.file("model.safetensors.index.json"))
         << R"({"weight_map": {"model.norm.weight": "model.safetensors", "model.extra": "model.safetensors"}})";
-    CHECK_THROWS_WITH(qwen3::from_pretrained(dir.str()), Catch::Contains("'model.extra' is mapped to model.safetensors"));
+    CHECK_THROWS_WITH(qwen3::from_pretrained(dir.str()),
+                      Catch::Contains("'model.extra' is mapped to model.safetensors"));
   }
   SECTION("no weights at all") {
     REQUIRE(::unlink(dir.file("model.safetensors").c_str()) == 0);

@@ -57,7 +57,8 @@ TEST_CASE("gradients after 1x4 equal those after 4x1 and 2x2", "[qwen3][train]")
 TEST_CASE("accumulation with checkpointing gives the same gradients", "[qwen3][train][checkpoint]") {
   const auto plain = step_grads("1x4");
   const auto ckpt = step_grads("1x4", true);
-  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(max_abs_diff(ckpt[i], plain[i]) <= 1e-6 * (1 + max_abs(plain[i])));
+  for (std::size_t i = 0; i < plain.size(); ++i)
+    CHECK(max_abs_diff(ckpt[i], plain[i]) <= 1e-6 * (1 + max_abs(plain[i])));
 }
 
 TEST_CASE("training lowers the loss on a learnable sequence", "[qwen3][train]") {
@@ -84,8 +85,8 @@ TEST_CASE("the loop drives the trainer hooks in order", "[qwen3][train]") {
   t.sync_each_step = true;
   const auto losses = qwen3::train(*m, opt, data, t, callbacks);
   CHECK(losses.size() == 2);
-  const std::vector<std::string> micro{"micro{", "dataloader{", "}dataloader", "forward{", "}forward",
-                                       "backward{", "}backward", "}micro"};
+  const std::vector<std::string> micro{"micro{",   "dataloader{", "}dataloader", "forward{",
+                                       "}forward", "backward{",   "}backward",   "}micro"};
   std::vector<std::string> expect{"train{"};
   for (int s = 0; s < 2; ++s) {
     expect.push_back("step{");

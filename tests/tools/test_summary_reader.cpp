@@ -44,7 +44,7 @@ run_result cpu_run() {
   r.summary = summarize_run(steps, 1, 512, 4);
   r.summary.gpu_status = "no GPU source";
   r.summary.residual_ms.stddev = std::numeric_limits<double>::quiet_NaN();  // written as null
-  r.summary.dropped_records = 3;  // the CPU losses, each its own count
+  r.summary.dropped_records = 3;                                            // the CPU losses, each its own count
   r.summary.capped_records = 1234;
   r.summary.overlapping_steps = 2;
   return r;
@@ -120,9 +120,9 @@ TEST_CASE("a summary read back writes the same text", "[reader]") {
     CHECK(g.kernels_measured);
     CHECK(std::string(g.phases[1].name) == "forward");
     CHECK(g.phases[1].facts.busy_ns == 3'000'000);
-    CHECK(g.phases[1].kernels[0].total_ns == 1'800'000);  // gemm 60 x 30 us
+    CHECK(g.phases[1].kernels[0].total_ns == 1'800'000);                // gemm 60 x 30 us
     CHECK(read.runs[0].steps[4].gpu->phases[2].facts.window_ns == -1);  // unrecorded: not measured
-    CHECK(read.runs[1].config[0].first == "zeta");  // written order kept
+    CHECK(read.runs[1].config[0].first == "zeta");                      // written order kept
     CHECK(std::isnan(read.runs[1].summary.residual_ms.stddev));
     CHECK(read.runs[1].summary.dropped_records == 3);
     CHECK(read.runs[1].summary.capped_records == 1234);
@@ -146,7 +146,7 @@ TEST_CASE("a summary read back writes the same text", "[reader]") {
     CHECK(c.recorded_kernel_busy_share == Approx(6.0 / 11));
     CHECK(s.phases[1].baseline.counter_busy_ms == Approx(3.5));
     CHECK(s.phases[1].baseline.counter_steps == 8);
-    REQUIRE(s.phases[4].counters);  // eval: never on a recorded step
+    REQUIRE(s.phases[4].counters);                                   // eval: never on a recorded step
     CHECK(s.phases[4].counters->recorded_counter_busy_share == -1);  // null read back as "not measured"
     CHECK(s.phases[4].counters->recorded_kernel_busy_share == -1);
     REQUIRE(s.step_counters);
@@ -240,7 +240,8 @@ TEST_CASE("a file that is not a traceml summary is one error naming the problem"
           "not a traceml summary (schema \"traceml.summary/4\", expected \"traceml.summary/3\")");
   }
   SECTION("no schema, or not an object") {
-    CHECK(message_of("{\"runs\": []}") == "not a traceml summary (no \"schema\" member, expected \"traceml.summary/3\")");
+    CHECK(message_of("{\"runs\": []}") ==
+          "not a traceml summary (no \"schema\" member, expected \"traceml.summary/3\")");
     CHECK(message_of("[1, 2]") == "not a traceml summary (an array, not an object, expected \"traceml.summary/3\")");
   }
   SECTION("malformed: the line and column") {
@@ -306,9 +307,12 @@ TEST_CASE("names reach the terminal with their control characters escaped", "[re
   CHECK(printable(std::string("a\x1b[31mb\0c\x7f", 10)) == "a\\x1b[31mb\\x00c\\x7f");
   CHECK(printable("two\nlines\t") == "two\\x0alines\\x09");
   CHECK(printable("two\nlines", /*keep_newlines=*/true) == "two\nlines");
-  CHECK(printable("caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x94\xa5") == "caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x94\xa5");  // UTF-8 as it is
-  CHECK(printable("csi\xc2\x9b" "2J") == "csi\\u009b2J");  // U+009B, a C1 control
-  CHECK(printable("raw\x9b" "2J") == "raw\\x9b2J");        // not UTF-8
+  CHECK(printable("caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x94\xa5") ==
+        "caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x94\xa5");  // UTF-8 as it is
+  CHECK(printable("csi\xc2\x9b"
+                  "2J") == "csi\\u009b2J");  // U+009B, a C1 control
+  CHECK(printable("raw\x9b"
+                  "2J") == "raw\\x9b2J");  // not UTF-8
   CHECK(printable("cut\xe2\x86") == "cut\\xe2\\x86");
   CHECK(printable("\xc0\xaf \xed\xa0\x80") == "\\xc0\\xaf \\xed\\xa0\\x80");  // overlong, surrogate
 
@@ -336,10 +340,12 @@ TEST_CASE("JSON nested too deep is refused before it is parsed", "[reader][limit
   }
 }
 
-TEST_CASE("a rank's file says its run: one run name and world size on every line, and each step's micro-batches", "[reader][steps]") {
+TEST_CASE("a rank's file says its run: one run name and world size on every line, and each step's micro-batches",
+          "[reader][steps]") {
   const auto read = tools::parse_rank_steps(
       "{\"run\":\"a\",\"rank\":1,\"world_size\":2,\"step\":0,\"wall_ms\":1,\"microbatches\":4}\n"
-      "{\"run\":\"a\",\"rank\":1,\"world_size\":2,\"step\":1,\"wall_ms\":1,\"microbatches\":2}\n", 0);
+      "{\"run\":\"a\",\"rank\":1,\"world_size\":2,\"step\":1,\"wall_ms\":1,\"microbatches\":2}\n",
+      0);
   CHECK(read.run == "a");
   CHECK(read.world_size == 2);
   CHECK(read.steps.rank == 1);
@@ -359,8 +365,9 @@ TEST_CASE("a rank's file says its run: one run name and world size on every line
 }
 
 TEST_CASE("a step number twice in a rank's file is an error naming both lines", "[reader][steps]") {
-  const std::string text = "{\"step\":1,\"wall_ms\":1}\n{\"step\":2,\"wall_ms\":1}\n\n{\"step\":2,\"wall_ms\":1}\n"
-                           "{\"step\":1,\"wall_ms\":1}\n";
+  const std::string text =
+      "{\"step\":1,\"wall_ms\":1}\n{\"step\":2,\"wall_ms\":1}\n\n{\"step\":2,\"wall_ms\":1}\n"
+      "{\"step\":1,\"wall_ms\":1}\n";
   try {
     tools::parse_rank_steps(text, 0);
     FAIL("no error");

@@ -47,9 +47,9 @@ TRACEML_BEGIN_NAMESPACE
 struct compared_phase {
   phase_kind kind = phase_kind::user;
   std::string name;
-  double wall_ms = 0;                ///< mean over the measured steps
-  std::optional<double> gpu_ms;      ///< GPU time between the phase's boundaries (mean), where measured
-  std::optional<double> kernel_ms;   ///< recorded steps only, like busy_ms and window_ms
+  double wall_ms = 0;               ///< mean over the measured steps
+  std::optional<double> gpu_ms;     ///< GPU time between the phase's boundaries (mean), where measured
+  std::optional<double> kernel_ms;  ///< recorded steps only, like busy_ms and window_ms
   std::optional<double> busy_ms;
   std::optional<double> window_ms;
   /// Hardware counters over the run's sampled steps (means): GPU busy inside the phase's window, and
@@ -63,37 +63,37 @@ struct compared_phase {
 struct compared_run {
   std::string name;
   std::size_t repeats = 0;
-  std::size_t steps = 0;           ///< every step of every repeat, warm-up included
-  double total_s = 0;              ///< their wall time
+  std::size_t steps = 0;  ///< every step of every repeat, warm-up included
+  double total_s = 0;     ///< their wall time
   double steps_per_s = 0;
-  double median_ms = 0;            ///< median step (with repeats: the median of the runs' medians)
+  double median_ms = 0;  ///< median step (with repeats: the median of the runs' medians)
   /// The run's noise: p10..p90 of step time within the run, or with repeats min..max of their medians.
   double spread_lo_ms = 0, spread_hi_ms = 0;
-  std::size_t measured_steps = 0;  ///< steps after warm-up of the representative run
+  std::size_t measured_steps = 0;      ///< steps after warm-up of the representative run
   std::vector<compared_phase> phases;  ///< top-level phases, in the loop's order
-  std::size_t gpu_steps = 0;       ///< steps the phases' gpu_ms rest on
+  std::size_t gpu_steps = 0;           ///< steps the phases' gpu_ms rest on
   double residual_ms = 0;
   // Kernel figures: recorded steps only (`recorded_steps` of them), per recorded step.
-  std::size_t recorded_steps = 0;  ///< 0: no kernel records
-  double kernels_per_step = 0;     ///< launches in top-level phases
+  std::size_t recorded_steps = 0;     ///< 0: no kernel records
+  double kernels_per_step = 0;        ///< launches in top-level phases
   double kernels_per_microbatch = 0;  ///< forward + backward launches of one micro-batch
-  double fb_kernels_per_step = 0;  ///< forward + backward launches of one step
-  double fb_kernel_ms = 0;         ///< forward + backward kernel time of one step
-  double fb_idle_pct = 0;          ///< GPU idle share of the forward+backward GPU windows
+  double fb_kernels_per_step = 0;     ///< forward + backward launches of one step
+  double fb_kernel_ms = 0;            ///< forward + backward kernel time of one step
+  double fb_idle_pct = 0;             ///< GPU idle share of the forward+backward GPU windows
   /// Every forward+backward kernel, merged over phases and recorded steps first, then sorted.
   std::vector<kernel_figure> fb_kernels;
   /// False when the run's steps were not kept: fb_kernels then merges each phase's top list, and a
   /// kernel missing from one of them is missing from the sum.
   bool fb_kernels_complete = true;
   // Hardware-counter figures: sampled steps only (`sampled_steps` of them; normally every measured step).
-  std::size_t sampled_steps = 0;   ///< 0: no hardware counters
-  double fb_counter_busy_pct = -1; ///< GPU busy share of the forward+backward windows
-  double fb_sm_active_pct = -1;    ///< SMs active, share of the forward+backward windows
+  std::size_t sampled_steps = 0;         ///< 0: no hardware counters
+  double fb_counter_busy_pct = -1;       ///< GPU busy share of the forward+backward windows
+  double fb_sm_active_pct = -1;          ///< SMs active, share of the forward+backward windows
   std::optional<double> recording_cost;  ///< recording_summary::cost of the representative run
   baseline_means baseline;
   std::int64_t peak_allocated_bytes = -1;
   double tokens_per_s = 0;
-  double ratio_to_fastest = 0;     ///< median step / the fastest column's; 0 without measured steps
+  double ratio_to_fastest = 0;  ///< median step / the fastest column's; 0 without measured steps
   /// The `unstable` verdict (analysis/verdicts.hpp) of the first repeat that has one: its step time
   /// drifts, falls into two groups or spreads widely, so its means and median may not hold for
   /// another run; the explanation says so before it splits a gap.
@@ -252,11 +252,11 @@ struct noise_check {
 /// each run's baseline steps; busy from its recorded steps).
 struct gap_breakdown {
   std::string slow, fast;
-  std::size_t slow_steps = 0, fast_steps = 0;          ///< baseline steps of each
-  std::size_t slow_recorded = 0, fast_recorded = 0;    ///< recorded steps busy time comes from
-  bool untraced = true;     ///< both baselines are steps without kernel records
-  double gap_ms = 0;        ///< slow - fast baseline mean step
-  bool forward_backward = false;  ///< both runs have forward or backward phases
+  std::size_t slow_steps = 0, fast_steps = 0;        ///< baseline steps of each
+  std::size_t slow_recorded = 0, fast_recorded = 0;  ///< recorded steps busy time comes from
+  bool untraced = true;                              ///< both baselines are steps without kernel records
+  double gap_ms = 0;                                 ///< slow - fast baseline mean step
+  bool forward_backward = false;                     ///< both runs have forward or backward phases
   double fb_window_ms = 0;  ///< forward+backward GPU window difference (= idle + busy with kernel facts)
   double fb_idle_ms = 0;    ///< more GPU idle time inside forward/backward
   double fb_busy_ms = 0;    ///< more GPU busy time inside forward/backward
@@ -266,10 +266,10 @@ struct gap_breakdown {
   /// Where busy time came from: hardware counters on the very baseline steps the windows are from
   /// (preferred: one sample set for window, busy and idle), else the kernel records of the recorded steps.
   enum class busy_source { none, hardware_counters, kernel_records } busy_from = busy_source::none;
-  double slow_sm_active_pct = -1, fast_sm_active_pct = -1;  ///< SMs active in the fwd+bwd windows (counters)
+  double slow_sm_active_pct = -1, fast_sm_active_pct = -1;     ///< SMs active in the fwd+bwd windows (counters)
   std::size_t slow_counter_steps = 0, fast_counter_steps = 0;  ///< sampled baseline steps the busy shares rest on
-  bool gpu_windows = false; ///< forward/backward windows are GPU-side (events), not wall time
-  double kernel_ratio = 0;  ///< kernels per step, slow / fast
+  bool gpu_windows = false;  ///< forward/backward windows are GPU-side (events), not wall time
+  double kernel_ratio = 0;   ///< kernels per step, slow / fast
   double slow_mean_kernel_us = 0, fast_mean_kernel_us = 0;  ///< mean forward+backward kernel duration
   struct kernel_delta {
     std::string name;
@@ -309,7 +309,8 @@ inline bool baseline_gpu(const compared_run& c, bool (*of_kind)(phase_kind)) {
   return any;
 }
 inline bool has_forward_backward(const compared_run& c) {
-  return std::any_of(c.phases.begin(), c.phases.end(), [](const compared_phase& p) { return is_forward_backward(p.kind); });
+  return std::any_of(c.phases.begin(), c.phases.end(),
+                     [](const compared_phase& p) { return is_forward_backward(p.kind); });
 }
 inline double fb_busy(const compared_run& c) {
   double sum = 0;
@@ -464,10 +465,12 @@ inline std::string explain(const gap_breakdown& g) {
       out += "Unstable: " + detail::instability_text(name, **v) +
              ", so its means may not hold for another run, nor the split below.\n";
   out += "Why " + g.slow + " is slower than " + g.fast + ": ";
-  const auto pct = [&](double part) { return g.gap_ms != 0 ? fixed_text(100.0 * part / g.gap_ms, 0) + "%" : std::string("-"); };
+  const auto pct = [&](double part) {
+    return g.gap_ms != 0 ? fixed_text(100.0 * part / g.gap_ms, 0) + "%" : std::string("-");
+  };
   out += signed_ms(g.gap_ms) + " per step (means over " + std::to_string(g.slow_steps) + " and " +
-         std::to_string(g.fast_steps) + (g.untraced ? " steps without kernel records" : " steps, all with kernel records") +
-         "), of which\n";
+         std::to_string(g.fast_steps) +
+         (g.untraced ? " steps without kernel records" : " steps, all with kernel records") + "), of which\n";
   const std::string window = g.gpu_windows ? "GPU window" : "wall time";
   if (!g.forward_backward) {
     out += "  - forward/backward: no forward or backward phase in both runs, so that part is in the rest.\n";
@@ -499,15 +502,18 @@ inline std::string explain(const gap_breakdown& g) {
              std::to_string(g.fast_recorded) + " recorded steps).\n";
     }
   } else {
-    out += "  - forward/backward " + window + ": " + signed_ms(g.fb_window_ms) + " (" + pct(g.fb_window_ms) +
-           ") -- neither kernel records nor hardware counters in both runs, so idle and busy time cannot be told apart.\n";
+    out +=
+        "  - forward/backward " + window + ": " + signed_ms(g.fb_window_ms) + " (" + pct(g.fb_window_ms) +
+        ") -- neither kernel records nor hardware counters in both runs, so idle and busy time cannot be told apart.\n";
   }
-  out += "  - optimizer (fixed per-step cost, " + window + "): " + signed_ms(g.optimizer_ms) + " (" + pct(g.optimizer_ms) + ")\n";
+  out += "  - optimizer (fixed per-step cost, " + window + "): " + signed_ms(g.optimizer_ms) + " (" +
+         pct(g.optimizer_ms) + ")\n";
   out += "  - everything else (data loading, other phases, host time outside the forward/backward/optimizer " + window +
          "s): " + signed_ms(g.other_ms) + " (" + pct(g.other_ms) + ")\n";
   if (!g.kernels.empty()) {
-    out += "  Kernels whose time per step changed most (forward+backward, ms and launches per recorded step, " + g.slow +
-           " vs " + g.fast + (g.kernels_complete ? "" : "; from each phase's top 10: the steps were not kept") + "):\n";
+    out += "  Kernels whose time per step changed most (forward+backward, ms and launches per recorded step, " +
+           g.slow + " vs " + g.fast +
+           (g.kernels_complete ? "" : "; from each phase's top 10: the steps were not kept") + "):\n";
     for (const auto& k : g.kernels)
       out += "    " + detail::pad(fixed_text(k.slow_ms, 2), 8) + " ms (" + fixed_text(k.slow_count, 0) + "x) vs " +
              detail::pad(fixed_text(k.fast_ms, 2), 8) + " ms (" + fixed_text(k.fast_count, 0) + "x)  " + k.name + "\n";
@@ -518,7 +524,8 @@ inline std::string explain(const gap_breakdown& g) {
 /// Why a column cannot be ranked: "" when it can.
 inline std::string why_not_compared(const compared_run& c) {
   if (c.repeats == 0 || c.steps == 0) return c.name + " has no steps";
-  if (c.measured_steps == 0) return c.name + " has no measured steps (all " + std::to_string(c.steps) + " were warm-up)";
+  if (c.measured_steps == 0)
+    return c.name + " has no measured steps (all " + std::to_string(c.steps) + " were warm-up)";
   return "";
 }
 
@@ -532,13 +539,14 @@ inline comparison compare_runs(std::vector<compared_run> runs) {
   std::string skipped;
   for (const auto& r : out.runs) {
     const std::string why = why_not_compared(r);
-    if (why.empty()) ranked.push_back(&r);
-    else skipped += (skipped.empty() ? "" : "; ") + why;
+    if (why.empty())
+      ranked.push_back(&r);
+    else
+      skipped += (skipped.empty() ? "" : "; ") + why;
   }
   // Ties keep their order, so the first of equal columns counts as the slower one.
-  std::stable_sort(ranked.begin(), ranked.end(), [](const compared_run* a, const compared_run* b) {
-    return a->median_ms > b->median_ms;
-  });
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const compared_run* a, const compared_run* b) { return a->median_ms > b->median_ms; });
   const double best = ranked.empty() ? 0 : ranked.back()->median_ms;
   for (auto& r : out.runs) r.ratio_to_fastest = why_not_compared(r).empty() && best > 0 ? r.median_ms / best : 0;
   if (ranked.size() < 2) {

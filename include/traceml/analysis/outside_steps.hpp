@@ -27,16 +27,16 @@ TRACEML_BEGIN_NAMESPACE
 struct outside_phase {
   phase_kind kind = phase_kind::user;
   std::string name;
-  bool top_level = true;   ///< false when any occurrence was nested in another phase (left out of the total)
-  std::uint64_t count = 0; ///< occurrences
-  double total_ms = 0;     ///< their wall time summed
-  double mean_ms = 0;      ///< total_ms / count
-  double max_ms = 0;       ///< the longest occurrence
+  bool top_level = true;    ///< false when any occurrence was nested in another phase (left out of the total)
+  std::uint64_t count = 0;  ///< occurrences
+  double total_ms = 0;      ///< their wall time summed
+  double mean_ms = 0;       ///< total_ms / count
+  double max_ms = 0;        ///< the longest occurrence
 };
 
 /// Wall time between consecutive steps (from one step's end to the next one's beginning).
 struct step_gap_figures {
-  std::uint64_t count = 0;          ///< gaps (pairs of consecutive steps) counted
+  std::uint64_t count = 0;  ///< gaps (pairs of consecutive steps) counted
   double total_ms = 0;
   double largest_ms = 0;
   std::int32_t largest_after_step = -1;  ///< the step the largest gap follows (-1: none)
@@ -47,7 +47,7 @@ struct step_gap {
   std::int64_t begin_ns = 0;  ///< the earlier step's end
   std::int64_t end_ns = 0;    ///< the later step's beginning
   std::int32_t after_step = -1;
-  bool epoch = false;         ///< an epoch mark fell inside it (or inside the step before it)
+  bool epoch = false;  ///< an epoch mark fell inside it (or inside the step before it)
 };
 
 /// Everything the run did outside its steps.
@@ -107,8 +107,10 @@ class outside_steps_accumulator {
     bool epoch = false;
     std::size_t kept = 0;
     for (const auto t : unplaced_) {
-      if (t <= begin_ns) epoch = epoch || have_step_;
-      else unplaced_[kept++] = t;
+      if (t <= begin_ns)
+        epoch = epoch || have_step_;
+      else
+        unplaced_[kept++] = t;
     }
     unplaced_.resize(kept);
     if (have_step_) {

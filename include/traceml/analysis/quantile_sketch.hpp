@@ -31,8 +31,10 @@ class quantile_sketch {
   void add(double v, std::uint64_t n = 1) {
     if (n == 0 || std::isnan(v)) return;
     count_ += n;
-    if (std::fabs(v) < min_magnitude) zeros_ += n;
-    else (v > 0 ? positive_ : negative_).add(index(std::fabs(v)), n);
+    if (std::fabs(v) < min_magnitude)
+      zeros_ += n;
+    else
+      (v > 0 ? positive_ : negative_).add(index(std::fabs(v)), n);
   }
 
   /// Adds every value of `o` (same relative error required; otherwise false and nothing changes).
@@ -117,7 +119,8 @@ class quantile_sketch {
       seen += positive_.counts[k];
       if (seen > r) return value(positive_.first + static_cast<std::int32_t>(k));
     }
-    return positive_.counts.empty() ? 0 : value(positive_.first + static_cast<std::int32_t>(positive_.counts.size()) - 1);
+    return positive_.counts.empty() ? 0
+                                    : value(positive_.first + static_cast<std::int32_t>(positive_.counts.size()) - 1);
   }
 
   double error_;

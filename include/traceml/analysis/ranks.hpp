@@ -51,8 +51,8 @@ struct rank_steps {
 /// One rank over the compared steps.
 struct rank_summary {
   int rank = 0;
-  bool present = false;        ///< its steps arrived
-  std::size_t recorded = 0;    ///< steps it recorded (before warm-up and the common-steps filter)
+  bool present = false;      ///< its steps arrived
+  std::size_t recorded = 0;  ///< steps it recorded (before warm-up and the common-steps filter)
   summary_stats step_ms, compute_ms, communication_ms;
   summary_stats wait_ms;       ///< per step: the slowest rank's compute minus this rank's
   std::size_t slowest_on = 0;  ///< compared steps on which this rank was the slowest
@@ -70,13 +70,13 @@ struct rank_step_view {
 struct rank_merge {
   int world_size = 0;
   std::size_t warmup = 0;
-  std::vector<int> missing;               ///< ranks below world_size with no steps
-  std::vector<rank_summary> ranks;        ///< one per rank, 0..world_size-1 (missing ones: present false)
-  std::vector<rank_step_view> steps;      ///< the compared steps, in order
-  std::size_t dropped_not_common = 0;     ///< post-warm-up steps left out because a present rank lacks them
+  std::vector<int> missing;            ///< ranks below world_size with no steps
+  std::vector<rank_summary> ranks;     ///< one per rank, 0..world_size-1 (missing ones: present false)
+  std::vector<rank_step_view> steps;   ///< the compared steps, in order
+  std::size_t dropped_not_common = 0;  ///< post-warm-up steps left out because a present rank lacks them
   summary_stats step_skew_ms, compute_skew_ms;
-  bool has_communication = false;         ///< any rank recorded communication time
-  int most_often_slowest = -1;            ///< the straggler: slowest on the most compared steps (-1: none)
+  bool has_communication = false;  ///< any rank recorded communication time
+  int most_often_slowest = -1;     ///< the straggler: slowest on the most compared steps (-1: none)
 };
 
 /// A rank's steps from its profiler's run (the steps the run keeps: all of them up to
@@ -114,7 +114,8 @@ inline std::vector<std::map<std::uint64_t, rank_step>> steps_by_rank(const std::
       throw std::invalid_argument("merge_ranks: rank " + std::to_string(rs.rank) + " is outside 0.." +
                                   std::to_string(world_size - 1) + " (world size " + std::to_string(world_size) + ")");
     auto& summary = m.ranks[static_cast<std::size_t>(rs.rank)];
-    if (summary.present) throw std::invalid_argument("merge_ranks: rank " + std::to_string(rs.rank) + " reported twice");
+    if (summary.present)
+      throw std::invalid_argument("merge_ranks: rank " + std::to_string(rs.rank) + " reported twice");
     if (rs.steps.empty()) continue;  // nothing arrived: missing
     summary.present = true;
     summary.recorded = rs.steps.size();
@@ -133,7 +134,8 @@ inline std::vector<std::map<std::uint64_t, rank_step>> steps_by_rank(const std::
 /// Merges the ranks that reported. world_size >= 1; each rank in 0..world_size-1 at most once;
 /// a rank with no steps counts as missing. Steps numbered below `warmup` are left out.
 inline rank_merge merge_ranks(const std::vector<rank_steps>& reported, int world_size, std::size_t warmup = 0) {
-  if (world_size < 1) throw std::invalid_argument("merge_ranks: world size " + std::to_string(world_size) + " (must be at least 1)");
+  if (world_size < 1)
+    throw std::invalid_argument("merge_ranks: world size " + std::to_string(world_size) + " (must be at least 1)");
   rank_merge m;
   m.world_size = world_size;
   m.warmup = warmup;
@@ -150,7 +152,8 @@ inline rank_merge merge_ranks(const std::vector<rank_steps>& reported, int world
   std::set<std::uint64_t> all_steps;
   for (int r : present)
     for (const auto& [step, st] : by_step[static_cast<std::size_t>(r)]) all_steps.insert(step);
-  std::vector<std::vector<double>> step_ms(static_cast<std::size_t>(world_size)), compute(step_ms), comm(step_ms), wait(step_ms);
+  std::vector<std::vector<double>> step_ms(static_cast<std::size_t>(world_size)), compute(step_ms), comm(step_ms),
+      wait(step_ms);
   std::vector<double> step_skews, compute_skews;
   for (std::uint64_t step : all_steps) {
     bool everywhere = true;
@@ -194,7 +197,8 @@ inline rank_merge merge_ranks(const std::vector<rank_steps>& reported, int world
     s.compute_ms = summarize(compute[i]);
     s.communication_ms = summarize(comm[i]);
     s.wait_ms = summarize(wait[i]);
-    if (s.slowest_on > 0 && (m.most_often_slowest < 0 || s.slowest_on > m.ranks[static_cast<std::size_t>(m.most_often_slowest)].slowest_on))
+    if (s.slowest_on > 0 &&
+        (m.most_often_slowest < 0 || s.slowest_on > m.ranks[static_cast<std::size_t>(m.most_often_slowest)].slowest_on))
       m.most_often_slowest = r;
   }
   m.step_skew_ms = summarize(step_skews);
@@ -212,8 +216,9 @@ inline std::string format_rank_table(const rank_merge& m) {
   };
   const std::size_t present = static_cast<std::size_t>(m.world_size) - m.missing.size();
   std::string out = "ranks: " + std::to_string(present) + " of " + std::to_string(m.world_size) + " reported";
-  out += m.missing.empty() ? "" : "; missing: rank" + std::string(m.missing.size() > 1 ? "s " : " ") + list(m.missing) +
-                                      " (no steps arrived: it died, hung or wrote nothing)";
+  out += m.missing.empty() ? ""
+                           : "; missing: rank" + std::string(m.missing.size() > 1 ? "s " : " ") + list(m.missing) +
+                                 " (no steps arrived: it died, hung or wrote nothing)";
   out += "\n";
   if (present == 0) return out + "nothing to compare\n";
   out += std::to_string(m.steps.size()) + " steps compared: those every reporting rank recorded";
@@ -233,11 +238,12 @@ inline std::string format_rank_table(const rank_merge& m) {
       out += line;
       continue;
     }
-    const std::string slowest = std::to_string(s.slowest_on) + " (" +
-                                num(100.0 * static_cast<double>(s.slowest_on) / static_cast<double>(m.steps.size()), 0) + "%)";
-    std::snprintf(line, sizeof line, "%-6d %9zu %11s %11s %11s %11s %12s\n", s.rank, s.recorded, num(s.step_ms.median).c_str(),
-                  num(s.compute_ms.median).c_str(), num(s.communication_ms.median).c_str(), num(s.wait_ms.median).c_str(),
-                  slowest.c_str());
+    const std::string slowest =
+        std::to_string(s.slowest_on) + " (" +
+        num(100.0 * static_cast<double>(s.slowest_on) / static_cast<double>(m.steps.size()), 0) + "%)";
+    std::snprintf(line, sizeof line, "%-6d %9zu %11s %11s %11s %11s %12s\n", s.rank, s.recorded,
+                  num(s.step_ms.median).c_str(), num(s.compute_ms.median).c_str(),
+                  num(s.communication_ms.median).c_str(), num(s.wait_ms.median).c_str(), slowest.c_str());
     out += line;
   }
   out += "medians over the " + std::to_string(m.steps.size()) +
@@ -249,8 +255,9 @@ inline std::string format_rank_table(const rank_merge& m) {
          num(m.compute_skew_ms.max, 2) + " ms\n";
   if (m.world_size - static_cast<int>(m.missing.size()) < 2) return out;
   if (!m.has_communication)
-    out += "no communication phase recorded: the slowest rank is the one with the longest step, and waits are "
-           "the difference in step time\n";
+    out +=
+        "no communication phase recorded: the slowest rank is the one with the longest step, and waits are "
+        "the difference in step time\n";
   if (m.most_often_slowest >= 0) {
     const auto& s = m.ranks[static_cast<std::size_t>(m.most_often_slowest)];
     std::vector<double> others_wait;

@@ -35,9 +35,9 @@ struct gate_result {
   gate_outcome outcome = gate_outcome::no_steps;
   double base_median_ms = 0, new_median_ms = 0;
   std::size_t base_steps = 0, new_steps = 0;
-  double change = 0;           ///< new median / base median - 1
-  double noise = 0;            ///< z standard errors of the medians' difference, as a share of the base median
-  double tolerance = 0;        ///< the share asked for
+  double change = 0;     ///< new median / base median - 1
+  double noise = 0;      ///< z standard errors of the medians' difference, as a share of the base median
+  double tolerance = 0;  ///< the share asked for
 };
 
 namespace detail {
@@ -47,7 +47,8 @@ inline double robust_sigma(const summary_stats& s) { return s.p90 > s.p10 ? (s.p
 
 /// `tolerance` as a share (0.05: 5%); `z` standard errors make a difference more than noise (1.96: a
 /// 95% two-sided interval for the difference of the medians where the steps are normal).
-inline gate_result regression_gate(const run_summary& base, const run_summary& next, double tolerance, double z = 1.96) {
+inline gate_result regression_gate(const run_summary& base, const run_summary& next, double tolerance,
+                                   double z = 1.96) {
   gate_result r;
   r.tolerance = tolerance;
   r.base_steps = base.step_ms.count;
@@ -57,13 +58,18 @@ inline gate_result regression_gate(const run_summary& base, const run_summary& n
   if (r.base_steps == 0 || r.new_steps == 0 || r.base_median_ms <= 0) return r;
   r.change = r.new_median_ms / r.base_median_ms - 1.0;
   const double sb = detail::robust_sigma(base.step_ms), sn = detail::robust_sigma(next.step_ms);
-  const double se = 1.2533 * std::sqrt(sb * sb / static_cast<double>(r.base_steps) + sn * sn / static_cast<double>(r.new_steps));
+  const double se =
+      1.2533 * std::sqrt(sb * sb / static_cast<double>(r.base_steps) + sn * sn / static_cast<double>(r.new_steps));
   r.noise = z * se / r.base_median_ms;
   const double diff = std::abs(r.change);
-  if (diff <= r.noise) r.outcome = gate_outcome::within_noise;
-  else if (r.change < 0) r.outcome = gate_outcome::faster;
-  else if (r.change > tolerance) r.outcome = gate_outcome::slower;
-  else r.outcome = gate_outcome::within_tolerance;
+  if (diff <= r.noise)
+    r.outcome = gate_outcome::within_noise;
+  else if (r.change < 0)
+    r.outcome = gate_outcome::faster;
+  else if (r.change > tolerance)
+    r.outcome = gate_outcome::slower;
+  else
+    r.outcome = gate_outcome::within_tolerance;
   return r;
 }
 

@@ -84,7 +84,8 @@ class kernel_accumulator {
     if (window_total_ > 0) k.copy_share = std::clamp(copy_total_ / window_total_, 0.0, 1.0);
     k.median_kernel_us = kernel_durations_.count() ? kernel_durations_.quantile(0.5) / 1e3 : 0;
     k.short_kernel_share = launches_ > 0 ? std::clamp(short_total_ / launches_, 0.0, 1.0) : 0;
-    k.top_kernels = top_kernel_figures(kernels_, static_cast<std::size_t>(steps_));  // truncated only now, after every step was merged
+    k.top_kernels = top_kernel_figures(
+        kernels_, static_cast<std::size_t>(steps_));  // truncated only now, after every step was merged
     return k;
   }
 
@@ -145,7 +146,8 @@ class counter_accumulator {
     k.samples_per_step = steps_ ? static_cast<double>(total_.samples) / static_cast<double>(steps_) : 0;
     k.recorded_steps = static_cast<std::size_t>(recorded_steps_);
     if (recorded_counters_.measured()) k.recorded_counter_busy_share = busy_share(recorded_counters_);
-    if (recorded_window_ > 0) k.recorded_kernel_busy_share = std::clamp(recorded_kernel_busy_ / recorded_window_, 0.0, 1.0);
+    if (recorded_window_ > 0)
+      k.recorded_kernel_busy_share = std::clamp(recorded_kernel_busy_ / recorded_window_, 0.0, 1.0);
     // Only over the very same steps as the other two: every recorded step was modelled.
     if (recorded_window_ > 0 && counted_steps_ == recorded_steps_)
       k.recorded_counted_share = std::clamp(recorded_counted_ / recorded_window_, 0.0, 1.0);
@@ -173,7 +175,7 @@ struct phase_accumulator {
   running_stats wall, gpu;
   double baseline_wall = 0, baseline_gpu = 0;  // sums over the baseline steps
   std::uint64_t baseline_gpu_steps = 0;
-  double all_wall = 0, all_gpu = 0;            // sums over every measured step (when all were recorded)
+  double all_wall = 0, all_gpu = 0;  // sums over every measured step (when all were recorded)
   std::uint64_t all_gpu_steps = 0;
   kernel_accumulator kernels;
   bool ran_recorded = false;
@@ -311,7 +313,8 @@ class run_accumulator {
   void add_to_timeline(const step_result& st) {
     if (timeline_.empty() || timeline_.back().steps >= bucket_steps_) {
       if (timeline_.size() == timeline_points) {
-        for (std::size_t i = 0; i < timeline_points / 2; ++i) timeline_[i] = merged(timeline_[2 * i], timeline_[2 * i + 1]);
+        for (std::size_t i = 0; i < timeline_points / 2; ++i)
+          timeline_[i] = merged(timeline_[2 * i], timeline_[2 * i + 1]);
         timeline_.resize(timeline_points / 2);
         bucket_steps_ *= 2;
       }
@@ -347,8 +350,9 @@ class run_accumulator {
                            static_cast<double>(m.untraced_steps);
     m.memory_steps = a.memory_steps + b.memory_steps;
     if (m.memory_steps > 0)
-      m.allocated_bytes = (std::max(a.allocated_bytes, 0.0) * a.memory_steps +
-                           std::max(b.allocated_bytes, 0.0) * b.memory_steps) / static_cast<double>(m.memory_steps);
+      m.allocated_bytes =
+          (std::max(a.allocated_bytes, 0.0) * a.memory_steps + std::max(b.allocated_bytes, 0.0) * b.memory_steps) /
+          static_cast<double>(m.memory_steps);
     return m;
   }
 
@@ -415,8 +419,10 @@ class run_accumulator {
     if (st.gpu) g = detail::gpu_of_phase(*st.gpu, pa.head.kind, pa.head.name);
     // GPU time on this step: its own when measured; 0 when absent from a step timed on the GPU.
     std::optional<double> gpu;
-    if (g.any && g.span_known) gpu = ms(g.facts.span_ns);
-    else if (!g.any && timed) gpu = 0.0;
+    if (g.any && g.span_known)
+      gpu = ms(g.facts.span_ns);
+    else if (!g.any && timed)
+      gpu = 0.0;
     pa.wall.add(wall);
     if (gpu) pa.gpu.add(*gpu);
     if (base) {
@@ -519,12 +525,12 @@ class run_accumulator {
   double tokens_, samples_;
   std::uint64_t steps_ = 0, warmup_steps_ = 0;
   double total_wall_ms_ = 0;
-  std::vector<step_result> head_;  // at most 2 x warm-up steps, until the warm-up is known
+  std::vector<step_result> head_;     // at most 2 x warm-up steps, until the warm-up is known
   bool previous_records_on_ = false;  // records were on in the step folded last
   detail::set_counts count_;
   running_stats step_, residual_, step_gpu_, recorded_step_, baseline_step_;
-  running_stats recorded_ratio_;            // each recorded step / its local untraced baseline
-  std::array<double, 5> recent_untraced_{}; // the last untraced steps' wall times (a ring)
+  running_stats recorded_ratio_;             // each recorded step / its local untraced baseline
+  std::array<double, 5> recent_untraced_{};  // the last untraced steps' wall times (a ring)
   std::uint64_t recent_count_ = 0;
   double baseline_residual_ = 0, all_residual_ = 0;
   detail::kernel_accumulator step_kernels_;

@@ -29,8 +29,8 @@ struct phase_time {
   phase_kind kind = phase_kind::user;
   std::string name;
   double wall_ms = 0;
-  int count = 0;           ///< occurrences in the step
-  bool top_level = true;   ///< false when nested inside another phase (excluded from the residual sum)
+  int count = 0;          ///< occurrences in the step
+  bool top_level = true;  ///< false when nested inside another phase (excluded from the residual sum)
 };
 
 /// Everything known about one step.
@@ -59,27 +59,27 @@ struct step_result {
 /// One kernel name's figures over a run's recorded steps, per step.
 struct kernel_figure {
   std::string name;
-  std::uint64_t launches = 0;      ///< over all recorded steps
-  double launches_per_step = 0;    ///< launches / recorded steps
-  double ms_per_step = 0;          ///< summed duration / recorded steps
-  double mean_us = 0;              ///< summed duration / launches
+  std::uint64_t launches = 0;    ///< over all recorded steps
+  double launches_per_step = 0;  ///< launches / recorded steps
+  double ms_per_step = 0;        ///< summed duration / recorded steps
+  double mean_us = 0;            ///< summed duration / launches
 };
 
 /// What the kernel records of the recorded steps say about one phase (or the whole step). Every
 /// figure here rests on the same `steps` steps, the wall time included, so any ratio of two of them
 /// is a ratio over one sample set. A recorded step on which the phase did not run counts as zeros.
 struct kernel_summary {
-  std::size_t steps = 0;           ///< recorded steps (after warm-up) these figures rest on
-  summary_stats wall_ms;           ///< the phase's CPU wall time on those steps
-  summary_stats window_ms;         ///< the GPU window busy and idle time were measured in
-  summary_stats kernel_ms;         ///< summed kernel durations
-  summary_stats busy_ms;           ///< the GPU ran the phase's own work (inside the window)
-  summary_stats idle_ms;           ///< window - busy
-  double busy_share = 0;           ///< total busy / total window over the steps, in [0, 1]
-  double idle_share = 0;           ///< total idle / total window, = 1 - busy_share (0 without a window)
-  double kernels_per_step = 0;     ///< launches / steps
+  std::size_t steps = 0;              ///< recorded steps (after warm-up) these figures rest on
+  summary_stats wall_ms;              ///< the phase's CPU wall time on those steps
+  summary_stats window_ms;            ///< the GPU window busy and idle time were measured in
+  summary_stats kernel_ms;            ///< summed kernel durations
+  summary_stats busy_ms;              ///< the GPU ran the phase's own work (inside the window)
+  summary_stats idle_ms;              ///< window - busy
+  double busy_share = 0;              ///< total busy / total window over the steps, in [0, 1]
+  double idle_share = 0;              ///< total idle / total window, = 1 - busy_share (0 without a window)
+  double kernels_per_step = 0;        ///< launches / steps
   double kernels_per_microbatch = 0;  ///< launches / the phase's micro-batch occurrences (0: outside micro-batches)
-  double mean_kernel_us = 0;       ///< kernel time / launches
+  double mean_kernel_us = 0;          ///< kernel time / launches
   /// Of the phase's own GPU time (the union of its records), the share during which other work of
   /// the step ran beside it on another stream (gpu_facts::hidden_ns): for communication, how much of
   /// it was hidden under compute (backward, with DDP-style overlap). 0 when everything ran on one stream.
@@ -97,7 +97,7 @@ struct kernel_summary {
   /// The median kernel duration over every kernel of these steps, read from a DDSketch of them
   /// (quantile_sketch.hpp: within 0.5% of the exact median); 0 without kernels.
   double median_kernel_us = 0;
-  double short_kernel_share = 0;   ///< launches shorter than short_kernel_ns / launches, in [0, 1]
+  double short_kernel_share = 0;           ///< launches shorter than short_kernel_ns / launches, in [0, 1]
   std::vector<kernel_figure> top_kernels;  ///< merged over the steps first, then the longest top_kernel_count
 };
 
@@ -108,16 +108,16 @@ struct kernel_summary {
 /// window; shares are sums over the steps divided by the time they were measured over, in [0, 1]. A
 /// sampled step on which the phase did not run counts as 0 ms.
 struct counter_summary {
-  std::size_t steps = 0;           ///< sampled steps (after warm-up) these figures rest on
-  summary_stats window_ms;         ///< the phase's GPU window (events) on those steps
-  summary_stats busy_ms;           ///< GPU engine busy inside the window (sampled share x window)
-  summary_stats idle_ms;           ///< window - busy
-  double busy_share = 0;           ///< engine busy, share of the sampled time
-  double sm_active_share = 0;      ///< SMs active (averaged over SMs): below busy when work fills few SMs
-  double tensor_share = -1;        ///< tensor pipes active, share of peak; -1: not sampled on this GPU
-  double dram_share = -1;          ///< DRAM throughput, share of peak; -1: not sampled
-  double coverage = 0;             ///< sampled time / window time over those steps (the samples' reach)
-  double samples_per_step = 0;     ///< samples overlapping the phase, per step
+  std::size_t steps = 0;        ///< sampled steps (after warm-up) these figures rest on
+  summary_stats window_ms;      ///< the phase's GPU window (events) on those steps
+  summary_stats busy_ms;        ///< GPU engine busy inside the window (sampled share x window)
+  summary_stats idle_ms;        ///< window - busy
+  double busy_share = 0;        ///< engine busy, share of the sampled time
+  double sm_active_share = 0;   ///< SMs active (averaged over SMs): below busy when work fills few SMs
+  double tensor_share = -1;     ///< tensor pipes active, share of peak; -1: not sampled on this GPU
+  double dram_share = -1;       ///< DRAM throughput, share of peak; -1: not sampled
+  double coverage = 0;          ///< sampled time / window time over those steps (the samples' reach)
+  double samples_per_step = 0;  ///< samples overlapping the phase, per step
   /// The same counters on the steps that also had kernel records, beside the records' own busy share
   /// there: the two sources' agreement, over one set of steps (`recorded_steps`; 0: none).
   std::size_t recorded_steps = 0;
@@ -130,9 +130,9 @@ struct counter_summary {
 
 /// The explanation's sample set: per-step means over the measured steps on which kernel records were
 /// off (a schedule's warm-up steps had them on) and that do not follow a step with records on
-/// (recording's after-effects, which the budget charges too). These steps carry none of the profiler's recording cost, so a difference between
-/// two runs computed from them is a difference between the training loops. When every measured step
-/// was recorded (every-step recording), the set is all measured steps and `untraced` is false.
+/// (recording's after-effects, which the budget charges too). These steps carry none of the profiler's recording cost,
+/// so a difference between two runs computed from them is a difference between the training loops. When every measured
+/// step was recorded (every-step recording), the set is all measured steps and `untraced` is false.
 struct baseline_means {
   std::size_t steps = 0;
   bool untraced = true;
@@ -158,12 +158,12 @@ struct phase_summary {
   phase_kind kind = phase_kind::user;
   std::string name;
   bool top_level = true;
-  summary_stats wall_ms;           ///< every measured step (wall_ms.count of them)
-  double share = 0;                ///< wall mean / step mean, over those same steps
+  summary_stats wall_ms;  ///< every measured step (wall_ms.count of them)
+  double share = 0;       ///< wall mean / step mean, over those same steps
   /// GPU time between the phase's boundaries on its stream (CUDA events on every step, boundary
   /// markers on recorded steps), over the steps where it was measured (gpu_ms->count).
   std::optional<summary_stats> gpu_ms;
-  std::optional<kernel_summary> kernels;  ///< recorded steps only; nullopt when none was recorded
+  std::optional<kernel_summary> kernels;    ///< recorded steps only; nullopt when none was recorded
   std::optional<counter_summary> counters;  ///< sampled steps only; nullopt without hardware counters
   phase_baseline baseline;
 };
@@ -179,7 +179,7 @@ struct recording_summary {
   /// steps look cheaper or dearer than they were. nullopt when no recorded step had untraced
   /// steps before it.
   std::optional<double> cost;
-  std::size_t paired_steps = 0;    ///< recorded steps `cost` rests on
+  std::size_t paired_steps = 0;  ///< recorded steps `cost` rests on
 };
 
 /// Consecutive steps folded into one point of the step-time timeline.
@@ -212,22 +212,22 @@ inline constexpr const char* no_gpu_source_status =
 
 /// Statistics of a whole run.
 struct run_summary {
-  std::size_t steps = 0;          ///< steps recorded
-  std::size_t warmup_steps = 0;   ///< excluded from the statistics
-  double total_wall_ms = 0;       ///< every step's wall time summed, warm-up included
-  summary_stats step_ms;          ///< every measured step; step_ms.count is their number
+  std::size_t steps = 0;         ///< steps recorded
+  std::size_t warmup_steps = 0;  ///< excluded from the statistics
+  double total_wall_ms = 0;      ///< every step's wall time summed, warm-up included
+  summary_stats step_ms;         ///< every measured step; step_ms.count is their number
   summary_stats residual_ms;
   std::vector<phase_summary> phases;
-  double tokens_per_s = 0;        ///< from the mean step; 0 when the caller gave no tokens per step
+  double tokens_per_s = 0;  ///< from the mean step; 0 when the caller gave no tokens per step
   double samples_per_s = 0;
-  std::optional<summary_stats> step_gpu_ms;    ///< GPU time of the step window (events or markers)
-  std::optional<kernel_summary> step_kernels;  ///< the whole step window, recorded steps only
+  std::optional<summary_stats> step_gpu_ms;      ///< GPU time of the step window (events or markers)
+  std::optional<kernel_summary> step_kernels;    ///< the whole step window, recorded steps only
   std::optional<counter_summary> step_counters;  ///< the whole step window, sampled steps only
   recording_summary recording;
   baseline_means baseline;
   std::int64_t peak_allocated_bytes = -1;
   std::int64_t peak_reserved_bytes = -1;
-  std::uint64_t dropped_records = 0;       ///< CPU records lost to full rings (the run's total)
+  std::uint64_t dropped_records = 0;  ///< CPU records lost to full rings (the run's total)
   /// Steps that lost phases to a full ring (step_result::lost_phases > 0), warm-up included, and of
   /// them the measured steps, on which the statistics above rest: those undercount their phases.
   std::uint64_t steps_with_lost_phases = 0;
@@ -235,7 +235,7 @@ struct run_summary {
   /// CPU records of threads other than the training thread that step ends left out: beyond
   /// profiler_options::max_other_thread_records per step.
   std::uint64_t capped_records = 0;
-  std::uint64_t overlapping_steps = 0;     ///< step scopes ignored: they began while another step was open
+  std::uint64_t overlapping_steps = 0;  ///< step scopes ignored: they began while another step was open
   /// The profiler's start-up, paid before the first step: from its construction to its GPU source's
   /// attachment (the source's own start-up included when it is made after the profiler, as the
   /// TRACEML_OUT session makes it: CUPTI, the hardware counters' configuration). -1: not measured.
@@ -278,7 +278,8 @@ inline double residual_share(const run_summary& s) noexcept {
 inline double fastest_median_ms(const std::vector<run_result>& runs) noexcept {
   double fastest = 0;
   for (const auto& r : runs)
-    if (r.summary.step_ms.count > 0 && r.summary.step_ms.median > 0 && (fastest == 0 || r.summary.step_ms.median < fastest))
+    if (r.summary.step_ms.count > 0 && r.summary.step_ms.median > 0 &&
+        (fastest == 0 || r.summary.step_ms.median < fastest))
       fastest = r.summary.step_ms.median;
   return fastest;
 }

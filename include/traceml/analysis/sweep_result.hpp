@@ -70,11 +70,11 @@ struct sweep_candidate {
   /// Median step time per example (= column.median_ms / effective batch) and the spread of the
   /// repeats' medians (p10..p90 of the steps with one repeat), per example likewise.
   double ms_per_example = 0, spread_lo_ms_per_example = 0, spread_hi_ms_per_example = 0;
-  double examples_per_s = 0;     ///< 1000 / ms_per_example
-  double ratio_to_best = 0;      ///< ms_per_example / the fastest candidate's
+  double examples_per_s = 0;  ///< 1000 / ms_per_example
+  double ratio_to_best = 0;   ///< ms_per_example / the fastest candidate's
   /// Peaks over the measured steps of every repeat (-1: unknown, as on the CPU).
   std::int64_t peak_reserved_bytes = -1, peak_allocated_bytes = -1;
-  double headroom = -1;          ///< 1 - peak reserved / device memory; -1: unknown
+  double headroom = -1;  ///< 1 - peak reserved / device memory; -1: unknown
 
   std::string name() const { return schedule.name(); }
   bool ranked() const noexcept { return rank > 0; }
@@ -99,11 +99,11 @@ inline const char* to_string(sweep_confidence c) noexcept {
 }
 
 struct sweep_recommendation {
-  std::string schedule;                ///< "4x2"; empty when none
+  std::string schedule;  ///< "4x2"; empty when none
   sweep_confidence confidence = sweep_confidence::none;
-  std::vector<std::string> tied;       ///< the other candidates inside the spread of the fastest
-  std::string compared_with;           ///< the candidate the explanation holds it against
-  std::string reason;                  ///< in words, every number from the candidates' figures
+  std::vector<std::string> tied;  ///< the other candidates inside the spread of the fastest
+  std::string compared_with;      ///< the candidate the explanation holds it against
+  std::string reason;             ///< in words, every number from the candidates' figures
   /// The comparison engine's explanation of `compared_with` against the recommendation (compare.hpp;
   /// within one effective batch only), empty otherwise.
   std::string explanation;
@@ -138,9 +138,10 @@ inline std::string speed_text(const sweep_candidate& c) {
 
 /// "72.0..75.1 ms per step" (one effective batch) or "9.00..9.39 ms per example".
 inline std::string spread_text(const sweep_candidate& c, bool per_example) {
-  return per_example ? fixed_text(c.spread_lo_ms_per_example, 2) + ".." + fixed_text(c.spread_hi_ms_per_example, 2) +
-                           " ms per example"
-                     : fixed_text(c.column.spread_lo_ms, 1) + ".." + fixed_text(c.column.spread_hi_ms, 1) + " ms per step";
+  return per_example
+             ? fixed_text(c.spread_lo_ms_per_example, 2) + ".." + fixed_text(c.spread_hi_ms_per_example, 2) +
+                   " ms per example"
+             : fixed_text(c.column.spread_lo_ms, 1) + ".." + fixed_text(c.column.spread_hi_ms, 1) + " ms per step";
 }
 
 inline std::string memory_text(const sweep_candidate& c) {
@@ -204,21 +205,26 @@ inline sweep_recommendation recommend(const std::vector<const sweep_candidate*>&
       rec.confidence = sweep_confidence::clear;
       rec.reason = best.name() + " is the fastest: " + speed_text(best) + ", " + fixed_text(other->ratio_to_best, 2) +
                    "x faster per example than the next, " + other->name() + " (" + speed_text(*other) +
-                   "), beyond the noise (" + spread_basis(best) + ": " + best.name() + " " + spread_text(best, !one_batch) + ", " +
-                   other->name() + " " + spread_text(*other, !one_batch) + ").";
+                   "), beyond the noise (" + spread_basis(best) + ": " + best.name() + " " +
+                   spread_text(best, !one_batch) + ", " + other->name() + " " + spread_text(*other, !one_batch) + ").";
     } else {
       rec.confidence = sweep_confidence::tie;
       std::string names;
       for (std::size_t i = 0; i < tied.size(); ++i)
-        names += (i == 0 ? "" : i + 1 == tied.size() ? " and " : ", ") + tied[i]->name() + " " +
-                 spread_text(*tied[i], !one_batch);
-      rec.reason = std::string("A tie: ") + spread_basis(best) + " overlap (" + names + "), so the difference is noise. ";
-      const bool memory = std::all_of(tied.begin(), tied.end(), [](const sweep_candidate* c) { return c->peak_reserved_bytes >= 0; });
+        names += (i == 0                 ? ""
+                  : i + 1 == tied.size() ? " and "
+                                         : ", ") +
+                 tied[i]->name() + " " + spread_text(*tied[i], !one_batch);
+      rec.reason =
+          std::string("A tie: ") + spread_basis(best) + " overlap (" + names + "), so the difference is noise. ";
+      const bool memory =
+          std::all_of(tied.begin(), tied.end(), [](const sweep_candidate* c) { return c->peak_reserved_bytes >= 0; });
       if (memory) {
         pick = *std::min_element(tied.begin(), tied.end(), [](const sweep_candidate* a, const sweep_candidate* b) {
           return a->peak_reserved_bytes < b->peak_reserved_bytes;
         });
-        rec.reason += pick->name() + " is recommended: of these it needs the least memory (" + memory_text(*pick) + ").";
+        rec.reason +=
+            pick->name() + " is recommended: of these it needs the least memory (" + memory_text(*pick) + ").";
       } else {
         rec.reason += best.name() + " has the lowest median; any of them will do.";
       }
@@ -236,13 +242,15 @@ inline sweep_recommendation recommend(const std::vector<const sweep_candidate*>&
                   "over.";
     for (const auto* c : ranked)
       if (c->headroom >= min_headroom) {
-        rec.reason += " The fastest with more room is " + c->name() + " (" + speed_text(*c) + ", " + memory_text(*c) + ").";
+        rec.reason +=
+            " The fastest with more room is " + c->name() + " (" + speed_text(*c) + ", " + memory_text(*c) + ").";
         break;
       }
   }
   if (!one_batch)
-    rec.reason += " Candidates of different effective batches are ranked by time per example; a larger effective "
-                  "batch also makes fewer optimizer updates per example, so compare the loss as well as the speed.";
+    rec.reason +=
+        " Candidates of different effective batches are ranked by time per example; a larger effective "
+        "batch also makes fewer optimizer updates per example, so compare the loss as well as the speed.";
   if (other && other->schedule.effective_batch() == pick->schedule.effective_batch()) {
     // The comparison engine on the pair: why the other one is slower (or that the gap is noise).
     rec.compared_with = other->name();

@@ -61,11 +61,11 @@ struct verdict_figure {
 
 struct verdict {
   verdict_code code = verdict_code::unstable;
-  std::string phase;                   ///< the phase it is about; empty: the whole step
+  std::string phase;  ///< the phase it is about; empty: the whole step
   std::vector<verdict_figure> figures;
-  std::size_t steps = 0;               ///< the steps the figures rest on
-  const char* source = "wall";         ///< where the figures come from: "wall", "kernels", "counters", "timeline",
-                                       ///< "untraced" (the steps without kernel records, where some had them)
+  std::size_t steps = 0;        ///< the steps the figures rest on
+  const char* source = "wall";  ///< where the figures come from: "wall", "kernels", "counters", "timeline",
+                                ///< "untraced" (the steps without kernel records, where some had them)
   instability why_unstable = instability::none;
 
   double figure(const std::string& name, double missing = -1) const {
@@ -78,25 +78,26 @@ struct verdict {
 /// The thresholds, in one place. Where a run is measured, docs/verdicts.md says which runs put each
 /// one where it is; change them there and here together.
 struct verdict_thresholds {
-  double input_share = 0.15;           ///< dataloader share of the step at or above which the run is input-bound
-  double host_idle_share = 0.40;       ///< GPU idle share inside forward/backward at or above which ...
-  double host_kernel_us = 10.0;        ///< ... with kernels this short on average (kernel records), the host is the bound
-  double gpu_busy_share = 0.90;        ///< step's GPU busy share at or above which the run is GPU-bound
-  double small_busy_share = 0.50;      ///< busy at least this much, and ...
-  double small_sm_ratio = 0.50;        ///< ... SMs active under this fraction of busy: kernels too small to fill the GPU
-  double residual_share = 0.20;        ///< time in no phase, share of the step
-  double drift = 0.10;                 ///< mean step of the run's second half against its first, either way
-  double spread = 0.50;                ///< (p90 - p10) / median of the measured steps
-  double bimodal_gap = 0.25;           ///< two groups of steps whose means differ by this much of the lower ...
-  double bimodal_minority = 0.10;      ///< ... each holding at least this share of the steps ...
-  double bimodal_separation = 5.0;     ///< ... and whose gap is this many times their pooled spread (uniform: 3.5, normal: 2.7)
-  std::size_t min_steps = 8;           ///< fewer measured steps: no verdict on the step's shape
-  double outside_share = 0.10;         ///< time between steps, share of the steps' span (first start to last end)
-  double copy_share = 0.30;            ///< copies (their union), share of a phase's GPU window: copy-bound ...
-  double copy_min_window_ms = 0.1;     ///< ... for a mean GPU window at least this long (shorter: noise)
-  double creep_share = 0.05;           ///< allocated memory, last quarter of the steps over the first, minus 1 ...
+  double input_share = 0.15;       ///< dataloader share of the step at or above which the run is input-bound
+  double host_idle_share = 0.40;   ///< GPU idle share inside forward/backward at or above which ...
+  double host_kernel_us = 10.0;    ///< ... with kernels this short on average (kernel records), the host is the bound
+  double gpu_busy_share = 0.90;    ///< step's GPU busy share at or above which the run is GPU-bound
+  double small_busy_share = 0.50;  ///< busy at least this much, and ...
+  double small_sm_ratio = 0.50;    ///< ... SMs active under this fraction of busy: kernels too small to fill the GPU
+  double residual_share = 0.20;    ///< time in no phase, share of the step
+  double drift = 0.10;             ///< mean step of the run's second half against its first, either way
+  double spread = 0.50;            ///< (p90 - p10) / median of the measured steps
+  double bimodal_gap = 0.25;       ///< two groups of steps whose means differ by this much of the lower ...
+  double bimodal_minority = 0.10;  ///< ... each holding at least this share of the steps ...
+  double bimodal_separation =
+      5.0;                    ///< ... and whose gap is this many times their pooled spread (uniform: 3.5, normal: 2.7)
+  std::size_t min_steps = 8;  ///< fewer measured steps: no verdict on the step's shape
+  double outside_share = 0.10;              ///< time between steps, share of the steps' span (first start to last end)
+  double copy_share = 0.30;                 ///< copies (their union), share of a phase's GPU window: copy-bound ...
+  double copy_min_window_ms = 0.1;          ///< ... for a mean GPU window at least this long (shorter: noise)
+  double creep_share = 0.05;                ///< allocated memory, last quarter of the steps over the first, minus 1 ...
   double creep_bytes = 64.0 * 1024 * 1024;  ///< ... and a growth of at least this much (smaller: allocator noise)
-  std::size_t creep_min_steps = 8;     ///< measured steps with a memory sample needed to judge a trend
+  std::size_t creep_min_steps = 8;          ///< measured steps with a memory sample needed to judge a trend
 };
 
 namespace detail {
@@ -245,7 +246,9 @@ inline void judge_input(const run_summary& s, const verdict_thresholds& t, std::
       input_ms += p.wall_ms.mean;
     }
   if (input_share >= t.input_share)
-    out.push_back(verdict{verdict_code::input_bound, "", {{"share", std::min(input_share, 1.0)}, {"ms_per_step", input_ms}},
+    out.push_back(verdict{verdict_code::input_bound,
+                          "",
+                          {{"share", std::min(input_share, 1.0)}, {"ms_per_step", input_ms}},
                           s.step_ms.count});
 }
 
@@ -256,14 +259,19 @@ inline void judge_host(const run_summary& s, const verdict_thresholds& t, std::v
     if (!is_forward_backward(p.kind)) continue;
     if (p.kernels && p.kernels->steps > 0 && p.kernels->idle_share >= t.host_idle_share &&
         p.kernels->mean_kernel_us > 0 && p.kernels->mean_kernel_us < t.host_kernel_us) {
-      out.push_back(verdict{verdict_code::host_bound, p.name,
+      out.push_back(verdict{verdict_code::host_bound,
+                            p.name,
                             {{"idle_share", p.kernels->idle_share},
                              {"mean_kernel_us", p.kernels->mean_kernel_us},
                              {"kernels_per_step", p.kernels->kernels_per_step}},
-                            p.kernels->steps, "kernels"});
+                            p.kernels->steps,
+                            "kernels"});
     } else if (!p.kernels && p.counters && p.counters->steps > 0 && 1.0 - p.counters->busy_share >= t.host_idle_share) {
-      out.push_back(verdict{verdict_code::host_bound, p.name, {{"idle_share", 1.0 - p.counters->busy_share}},
-                            p.counters->steps, "counters"});
+      out.push_back(verdict{verdict_code::host_bound,
+                            p.name,
+                            {{"idle_share", 1.0 - p.counters->busy_share}},
+                            p.counters->steps,
+                            "counters"});
     }
   }
 }
@@ -272,11 +280,14 @@ inline void judge_host(const run_summary& s, const verdict_thresholds& t, std::v
 inline void judge_gpu(const run_summary& s, const verdict_thresholds& t, std::vector<verdict>& out) {
   if (s.step_counters && s.step_counters->steps > 0) {
     if (s.step_counters->busy_share >= t.gpu_busy_share)
-      out.push_back(verdict{verdict_code::gpu_bound, "", {{"busy_share", s.step_counters->busy_share}},
-                            s.step_counters->steps, "counters"});
+      out.push_back(verdict{verdict_code::gpu_bound,
+                            "",
+                            {{"busy_share", s.step_counters->busy_share}},
+                            s.step_counters->steps,
+                            "counters"});
   } else if (s.step_kernels && s.step_kernels->steps > 0 && s.step_kernels->busy_share >= t.gpu_busy_share) {
-    out.push_back(verdict{verdict_code::gpu_bound, "", {{"busy_share", s.step_kernels->busy_share}}, s.step_kernels->steps,
-                          "kernels"});
+    out.push_back(verdict{
+        verdict_code::gpu_bound, "", {{"busy_share", s.step_kernels->busy_share}}, s.step_kernels->steps, "kernels"});
   }
 }
 
@@ -286,8 +297,11 @@ inline void judge_small_kernels(const run_summary& s, const verdict_thresholds& 
     if (!is_forward_backward(p.kind) || !p.counters || p.counters->steps == 0) continue;
     const auto& c = *p.counters;
     if (c.busy_share >= t.small_busy_share && c.sm_active_share < t.small_sm_ratio * c.busy_share)
-      out.push_back(verdict{verdict_code::small_kernels, p.name,
-                            {{"busy_share", c.busy_share}, {"sm_active_share", c.sm_active_share}}, c.steps, "counters"});
+      out.push_back(verdict{verdict_code::small_kernels,
+                            p.name,
+                            {{"busy_share", c.busy_share}, {"sm_active_share", c.sm_active_share}},
+                            c.steps,
+                            "counters"});
   }
 }
 
@@ -295,7 +309,8 @@ inline void judge_small_kernels(const run_summary& s, const verdict_thresholds& 
 inline void judge_residual(const run_summary& s, const verdict_thresholds& t, std::vector<verdict>& out) {
   const double residual_share = s.residual_ms.mean / s.step_ms.mean;
   if (residual_share >= t.residual_share)
-    out.push_back(verdict{verdict_code::residual_heavy, "",
+    out.push_back(verdict{verdict_code::residual_heavy,
+                          "",
                           {{"share", std::min(residual_share, 1.0)}, {"ms_per_step", s.residual_ms.mean}},
                           s.step_ms.count});
 }
@@ -330,7 +345,8 @@ inline void judge_stability(const run_summary& s, const verdict_thresholds& t, s
 inline void judge_outside(const run_summary& s, const verdict_thresholds& t, std::vector<verdict>& out) {
   const auto& o = s.outside_steps;
   if (o.gaps.count > 0 && o.steps_span_ms > 0 && o.gap_share >= t.outside_share)
-    out.push_back(verdict{verdict_code::outside_steps, "",
+    out.push_back(verdict{verdict_code::outside_steps,
+                          "",
                           {{"gap_share", std::min(o.gap_share, 1.0)},
                            {"gaps_ms", o.gaps.total_ms},
                            {"gaps", static_cast<double>(o.gaps.count)},
@@ -348,11 +364,13 @@ inline void judge_copies(const run_summary& s, const verdict_thresholds& t, std:
   for (const auto& p : s.phases) {
     if (!p.kernels || p.kernels->steps == 0 || p.kernels->window_ms.mean < t.copy_min_window_ms) continue;
     if (p.kernels->copy_share >= t.copy_share)
-      out.push_back(verdict{verdict_code::copy_bound, p.name,
+      out.push_back(verdict{verdict_code::copy_bound,
+                            p.name,
                             {{"copy_share", p.kernels->copy_share},
                              {"copy_ms_per_step", p.kernels->copy_ms},
                              {"window_ms", p.kernels->window_ms.mean}},
-                            p.kernels->steps, "kernels"});
+                            p.kernels->steps,
+                            "kernels"});
   }
 }
 
@@ -365,11 +383,13 @@ inline void judge_memory(const run_summary& s, const verdict_thresholds& t, std:
   const double first = quarter_mean(memory, false), last = quarter_mean(memory, true);
   const double growth = last - first;
   if (first > 0 && growth >= t.creep_bytes && growth >= t.creep_share * first)
-    out.push_back(verdict{verdict_code::memory_creep, "",
+    out.push_back(verdict{verdict_code::memory_creep,
+                          "",
                           {{"first_quarter_mib", first / (1024.0 * 1024.0)},
                            {"last_quarter_mib", last / (1024.0 * 1024.0)},
                            {"growth_share", growth / first}},
-                          static_cast<std::size_t>(memory_steps), "timeline"});
+                          static_cast<std::size_t>(memory_steps),
+                          "timeline"});
 }
 
 }  // namespace detail
@@ -380,9 +400,9 @@ inline void judge_memory(const run_summary& s, const verdict_thresholds& t, std:
 inline std::vector<verdict> judge_run(const run_summary& s, const verdict_thresholds& t = {}) {
   std::vector<verdict> out;
   if (s.step_ms.count == 0 || s.step_ms.mean <= 0) return out;
-  for (const auto judge : {detail::judge_input, detail::judge_host, detail::judge_gpu, detail::judge_small_kernels,
-                           detail::judge_residual, detail::judge_stability, detail::judge_outside, detail::judge_copies,
-                           detail::judge_memory})
+  for (const auto judge :
+       {detail::judge_input, detail::judge_host, detail::judge_gpu, detail::judge_small_kernels, detail::judge_residual,
+        detail::judge_stability, detail::judge_outside, detail::judge_copies, detail::judge_memory})
     judge(s, t, out);
   return out;
 }

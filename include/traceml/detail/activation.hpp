@@ -96,7 +96,8 @@ inline constexpr const char* notice_session_idle =
 #if defined(__GNUC__)
 __attribute__((noinline, cold))
 #endif
-inline void first_unobserved_step() noexcept {
+inline void
+first_unobserved_step() noexcept {
   auto& a = activation();
   if (a.decided.exchange(true, std::memory_order_acq_rel)) return;
   if (session_starter start = a.starter.load(std::memory_order_acquire)) {

@@ -16,7 +16,7 @@ struct diagnostics_state {
   detail::mutex mu;
   std::set<std::string> seen TRACEML_GUARDED_BY(mu);         // keys already reported
   std::vector<std::string> messages TRACEML_GUARDED_BY(mu);  // everything reported, in order
-  bool quiet TRACEML_GUARDED_BY(mu) = false;  // tests silence stderr and read messages() instead
+  bool quiet TRACEML_GUARDED_BY(mu) = false;                 // tests silence stderr and read messages() instead
 };
 
 /// Never destroyed: it is first built by whatever reports first, which may come after an exit

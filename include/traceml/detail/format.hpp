@@ -22,8 +22,10 @@ inline std::string fixed_text(double v, int decimals) {
   std::string s(buf);
   bool nonzero = false;
   for (char& c : s) {
-    if (c >= '1' && c <= '9') nonzero = true;
-    else if (c != '-' && c != '0') c = '.';
+    if (c >= '1' && c <= '9')
+      nonzero = true;
+    else if (c != '-' && c != '0')
+      c = '.';
   }
   if (!nonzero && !s.empty() && s[0] == '-') s.erase(0, 1);
   return s;

@@ -20,8 +20,10 @@ inline std::vector<interval> merge_intervals(std::vector<interval> iv) {
   std::vector<interval> out;
   for (const auto& p : iv) {
     if (p.second <= p.first) continue;
-    if (out.empty() || p.first > out.back().second) out.push_back(p);
-    else out.back().second = std::max(out.back().second, p.second);
+    if (out.empty() || p.first > out.back().second)
+      out.push_back(p);
+    else
+      out.back().second = std::max(out.back().second, p.second);
   }
   return out;
 }

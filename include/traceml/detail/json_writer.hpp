@@ -27,14 +27,27 @@ inline std::size_t utf8_sequence_length(const unsigned char* p, std::size_t n, s
   const unsigned char c = p[0];
   std::size_t len = 0;
   unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) len = 2;
-  else if (c == 0xE0) { len = 3; lo = 0xA0; }
-  else if (c >= 0xE1 && c <= 0xEC) len = 3;
-  else if (c == 0xED) { len = 3; hi = 0x9F; }
-  else if (c >= 0xEE && c <= 0xEF) len = 3;
-  else if (c == 0xF0) { len = 4; lo = 0x90; }
-  else if (c >= 0xF1 && c <= 0xF3) len = 4;
-  else if (c == 0xF4) { len = 4; hi = 0x8F; }
+  if (c >= 0xC2 && c <= 0xDF)
+    len = 2;
+  else if (c == 0xE0) {
+    len = 3;
+    lo = 0xA0;
+  } else if (c >= 0xE1 && c <= 0xEC)
+    len = 3;
+  else if (c == 0xED) {
+    len = 3;
+    hi = 0x9F;
+  } else if (c >= 0xEE && c <= 0xEF)
+    len = 3;
+  else if (c == 0xF0) {
+    len = 4;
+    lo = 0x90;
+  } else if (c >= 0xF1 && c <= 0xF3)
+    len = 4;
+  else if (c == 0xF4) {
+    len = 4;
+    hi = 0x8F;
+  }
   invalid_length = 1;
   if (len == 0) return 0;
   for (std::size_t i = 1; i < len; ++i) {
@@ -100,10 +113,28 @@ class json_writer {
  public:
   explicit json_writer(std::string& out) : out_(out) {}
 
-  json_writer& begin_object() { value_prefix(); out_ += '{'; first_.push_back(true); return *this; }
-  json_writer& end_object() { out_ += '}'; first_.pop_back(); return *this; }
-  json_writer& begin_array() { value_prefix(); out_ += '['; first_.push_back(true); return *this; }
-  json_writer& end_array() { out_ += ']'; first_.pop_back(); return *this; }
+  json_writer& begin_object() {
+    value_prefix();
+    out_ += '{';
+    first_.push_back(true);
+    return *this;
+  }
+  json_writer& end_object() {
+    out_ += '}';
+    first_.pop_back();
+    return *this;
+  }
+  json_writer& begin_array() {
+    value_prefix();
+    out_ += '[';
+    first_.push_back(true);
+    return *this;
+  }
+  json_writer& end_array() {
+    out_ += ']';
+    first_.pop_back();
+    return *this;
+  }
 
   /// Object member name; the next call writes its value.
   json_writer& key(const std::string& k) {
@@ -113,9 +144,17 @@ class json_writer {
     after_key_ = true;
     return *this;
   }
-  json_writer& value(const std::string& s) { value_prefix(); write_string(s); return *this; }
+  json_writer& value(const std::string& s) {
+    value_prefix();
+    write_string(s);
+    return *this;
+  }
   json_writer& value(const char* s) { return value(std::string(s ? s : "")); }
-  json_writer& value(bool b) { value_prefix(); out_ += b ? "true" : "false"; return *this; }
+  json_writer& value(bool b) {
+    value_prefix();
+    out_ += b ? "true" : "false";
+    return *this;
+  }
   json_writer& value(double d) {
     value_prefix();
     if (!std::isfinite(d)) {
@@ -136,19 +175,40 @@ class json_writer {
     out_ += buf;
     return *this;
   }
-  json_writer& value(std::int64_t i) { value_prefix(); out_ += std::to_string(i); return *this; }
-  json_writer& value(std::uint64_t u) { value_prefix(); out_ += std::to_string(u); return *this; }
+  json_writer& value(std::int64_t i) {
+    value_prefix();
+    out_ += std::to_string(i);
+    return *this;
+  }
+  json_writer& value(std::uint64_t u) {
+    value_prefix();
+    out_ += std::to_string(u);
+    return *this;
+  }
   json_writer& value(int i) { return value(static_cast<std::int64_t>(i)); }
   json_writer& value(unsigned u) { return value(static_cast<std::uint64_t>(u)); }
-  json_writer& null() { value_prefix(); out_ += "null"; return *this; }
+  json_writer& null() {
+    value_prefix();
+    out_ += "null";
+    return *this;
+  }
   /// A value already written as JSON by another writer (one that went into a separate string).
-  json_writer& raw_value(const std::string& json) { value_prefix(); out_ += json; return *this; }
+  json_writer& raw_value(const std::string& json) {
+    value_prefix();
+    out_ += json;
+    return *this;
+  }
   /// An optional value: null when empty.
   template <class T>
-  json_writer& value(const std::optional<T>& v) { return v ? value(*v) : null(); }
+  json_writer& value(const std::optional<T>& v) {
+    return v ? value(*v) : null();
+  }
 
   template <class T>
-  json_writer& member(const std::string& k, const T& v) { key(k); return value(v); }
+  json_writer& member(const std::string& k, const T& v) {
+    key(k);
+    return value(v);
+  }
 
  private:
   void comma() {

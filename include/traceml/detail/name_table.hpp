@@ -39,7 +39,7 @@ inline constexpr std::size_t max_interned_names = std::size_t{1} << 16;
 inline constexpr std::size_t max_interned_bytes = std::size_t{16} << 20;
 
 struct name_table {
-  detail::mutex mu;                               // guards everything below (the slow path only)
+  detail::mutex mu;  // guards everything below (the slow path only)
   // a deque never moves its elements: pointers stay valid
   std::deque<std::string> names TRACEML_GUARDED_BY(mu);
   std::unordered_set<std::string_view> index TRACEML_GUARDED_BY(mu);  // views of `names`
@@ -101,9 +101,10 @@ inline const char* intern_locked(std::string_view s) {
   if (t.names.size() >= max_interned_names || t.bytes + s.size() > max_interned_bytes) {
     static std::atomic<bool> said{false};
     if (!said.exchange(true, std::memory_order_relaxed))
-      std::fprintf(stderr, "traceml: more than %zu distinct phase names (or %zu MiB of them) were given at run time; "
-                   "phases with newer names are recorded as '%s'\n", max_interned_names, max_interned_bytes >> 20,
-                   too_many_names_label);
+      std::fprintf(stderr,
+                   "traceml: more than %zu distinct phase names (or %zu MiB of them) were given at run time; "
+                   "phases with newer names are recorded as '%s'\n",
+                   max_interned_names, max_interned_bytes >> 20, too_many_names_label);
     return too_many_names_label;
   }
   t.names.emplace_back(s);
@@ -129,8 +130,10 @@ inline interned_name intern_phase_name(const char* s, std::size_t n) noexcept {
   } catch (const std::exception& e) {
     static std::atomic<bool> said{false};
     if (!said.exchange(true, std::memory_order_relaxed))
-      std::fprintf(stderr, "traceml: a phase name given at run time could not be kept (%s); that phase is not "
-                   "recorded\n", e.what());
+      std::fprintf(stderr,
+                   "traceml: a phase name given at run time could not be kept (%s); that phase is not "
+                   "recorded\n",
+                   e.what());
     return {};
   }
   const interned_name out{kept, phase_kind_from_name(kept)};

@@ -74,7 +74,8 @@ class output_file {
  private:
   void fail(int err) {
     failed_ = true;
-    report_once("output:" + path_, "cannot write " + what_ + " to '" + path_ + "': " + std::strerror(err) + after_failure_);
+    report_once("output:" + path_,
+                "cannot write " + what_ + " to '" + path_ + "': " + std::strerror(err) + after_failure_);
   }
   std::string path_, what_, after_failure_;
   std::FILE* file_ = nullptr;

@@ -51,7 +51,7 @@ namespace detail {
 struct thread_ring {
   static constexpr std::size_t capacity = std::size_t{1} << 14;  // 16384 records, 640 KiB
   static constexpr std::size_t mask = capacity - 1;
-  static constexpr std::size_t reserved = 256;  ///< slots phase records may not take
+  static constexpr std::size_t reserved = 256;                    ///< slots phase records may not take
   static constexpr std::size_t phase_room = capacity - reserved;  ///< phase records a ring holds
   /// The slots a record of `kind` may fill (what end_span passes to claim()).
   static constexpr std::uint64_t room_for(phase_kind kind) noexcept {
@@ -118,7 +118,7 @@ struct recorder_state {
   /// (begin_span), and the next step cannot begin before the last one's end was processed (end_span).
   std::atomic<std::int32_t> step{-1};
   std::atomic<std::uint64_t> overlapping_steps{0};  // step scopes ignored so far (the profiler resets it)
-  std::atomic<std::int32_t> microbatch{-1};  // micro-batch open, -1 if none
+  std::atomic<std::int32_t> microbatch{-1};         // micro-batch open, -1 if none
   std::atomic<std::int32_t> next_step{0};
   std::atomic<std::int32_t> next_microbatch{0};
   std::atomic<recorder_observer*> observer{nullptr};
@@ -142,7 +142,8 @@ struct recorder_state {
 #if defined(__GNUC__)
 __attribute__((always_inline))  // on every scope's path: a guard check, not a call
 #endif
-inline recorder_state& recorder() noexcept {
+inline recorder_state&
+recorder() noexcept {
   // Never destroyed: exit handlers (the TRACEML_OUT session's finish) and threads still running at
   // exit drain it after static destructors may have run.
   static recorder_state& state = *new recorder_state;
@@ -261,8 +262,7 @@ inline void begin_span(open_span& s, phase_kind kind, const char* name) noexcept
   if (is_phase(kind)) ++tls_phase_depth;
   nvtx_push(name, kind, nvtx_index);
   if (R.observe_phases.load(std::memory_order_relaxed)) {
-    if (auto* o = R.observer.load(std::memory_order_acquire))
-      o->on_scope_begin(kind, name, s.step, s.microbatch);
+    if (auto* o = R.observer.load(std::memory_order_acquire)) o->on_scope_begin(kind, name, s.step, s.microbatch);
   }
   s.begin_ns = now_ns();
 }
@@ -289,7 +289,8 @@ inline void notify_end(recorder_state& R, const span_record& r) noexcept {
 #if defined(__GNUC__)
 __attribute__((always_inline))  // on every scope's path: one body, no call
 #endif
-inline void end_span_record(open_span& s, std::int64_t end) noexcept {
+inline void
+end_span_record(open_span& s, std::int64_t end) noexcept {
   auto& R = recorder();
   nvtx_pop();
   std::uint64_t room;
@@ -376,7 +377,8 @@ inline std::vector<std::uint64_t> fair_shares(const std::vector<std::uint64_t>& 
   std::vector<std::size_t> order(available.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   // Stable: of equal rings, the later ones get the remainder of the division (deterministic).
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return available[a] < available[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return available[a] < available[b]; });
   std::vector<std::uint64_t> share(available.size(), 0);
   std::uint64_t left = limit;
   for (std::size_t k = 0; k < order.size(); ++k) {
@@ -401,7 +403,7 @@ struct drain_counts {
   /// Records lost to a full ring since the last drain (never written): at a step's end, what that
   /// step lost (phase records past thread_ring::phase_room on a thread between two step ends).
   std::uint64_t ring_full = 0;
-  std::uint64_t capped = 0;      ///< records of other threads this drain discarded: beyond its limit
+  std::uint64_t capped = 0;        ///< records of other threads this drain discarded: beyond its limit
   std::uint64_t capped_rings = 0;  ///< rings that lost records to the limit
 };
 
@@ -462,12 +464,8 @@ std::uint64_t drain_all(F&& f) {
 TRACEML_BEGIN_MODE_NAMESPACE
 /// Switch recording on or off at run time, without rebuilding. A scope opened while off records
 /// nothing (and opens no NVTX range). Cost when off: one relaxed atomic load per scope.
-inline void set_enabled(bool on) noexcept {
-  detail::recorder().enabled.store(on, std::memory_order_relaxed);
-}
-inline bool enabled() noexcept {
-  return TRACEML_ENABLED && detail::recorder().enabled.load(std::memory_order_relaxed);
-}
+inline void set_enabled(bool on) noexcept { detail::recorder().enabled.store(on, std::memory_order_relaxed); }
+inline bool enabled() noexcept { return TRACEML_ENABLED && detail::recorder().enabled.load(std::memory_order_relaxed); }
 /// Marks an epoch boundary now (also TRACEML_EPOCH(); the end of a traceml::steps range marks one
 /// itself): the gap between steps that holds it is reported as an epoch gap, apart from the others
 /// (the summary's outside_steps). Call it between epochs, outside any step. Cost: a lock, once.

@@ -255,8 +255,8 @@ class scope_pairing {
 
   std::uint32_t max_depth_;
   std::size_t max_closed_;
-  std::unique_ptr<stack[]> stacks_;    // one per thread slot
-  std::unique_ptr<Opened[]> opened_;   // max_pairing_threads x max_depth_
+  std::unique_ptr<stack[]> stacks_;   // one per thread slot
+  std::unique_ptr<Opened[]> opened_;  // max_pairing_threads x max_depth_
   std::unique_ptr<closed_slot[]> table_;
   std::size_t mask_ = 0;
   unsigned shift_ = 63;

@@ -66,7 +66,8 @@ class handoff_queue {
 class step_worker {
  public:
   using clock = std::chrono::steady_clock;
-  explicit step_worker(std::function<void()> work, std::chrono::microseconds busy_poll = std::chrono::microseconds(1000),
+  explicit step_worker(std::function<void()> work,
+                       std::chrono::microseconds busy_poll = std::chrono::microseconds(1000),
                        std::chrono::microseconds idle_poll = std::chrono::microseconds(20000))
       : work_(std::move(work)), busy_poll_(busy_poll), idle_poll_(idle_poll) {}
   ~step_worker() { stop(); }

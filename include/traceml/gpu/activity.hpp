@@ -21,11 +21,11 @@ struct gpu_record {
   std::int64_t begin_ns = 0;
   std::int64_t end_ns = 0;
   std::uint32_t device = 0;
-  std::uint32_t stream = 0;        ///< CUPTI stream id (unique per context)
+  std::uint32_t stream = 0;  ///< CUPTI stream id (unique per context)
   std::uint32_t correlation = 0;
-  std::uint32_t graph = 0;         ///< CUDA graph id for graph-replayed work, 0 otherwise
-  std::uint64_t bytes = 0;         ///< memcpy/memset only
-  const char* name = "";           ///< display name (already shortened), stable storage
+  std::uint32_t graph = 0;  ///< CUDA graph id for graph-replayed work, 0 otherwise
+  std::uint64_t bytes = 0;  ///< memcpy/memset only
+  const char* name = "";    ///< display name (already shortened), stable storage
 };
 
 /// The GPU interval of one boundary marker (identified by its sequence number).
@@ -66,9 +66,9 @@ struct step_activity {
   /// first recorded step carries one-time costs). Attribution still claims its records, so that
   /// they land in no other step; its report says kernels_measured = false.
   bool discard_records = false;
-  schedule_slot schedule;          ///< its place in cupti_options::schedule, if any
-  std::vector<timed_span> spans;   ///< the step's own span and its phase spans (no micro-batches)
-  memory_sample memory;            ///< peaks sampled at its end
+  schedule_slot schedule;         ///< its place in cupti_options::schedule, if any
+  std::vector<timed_span> spans;  ///< the step's own span and its phase spans (no micro-batches)
+  memory_sample memory;           ///< peaks sampled at its end
   /// The GPU's clock (%globaltimer, ns) when the step's stream reached its begin event; -1: unknown.
   std::int64_t gpu_clock_ns = -1;
   std::uint64_t dropped_records = 0;  ///< activity records lost since the previous delivered step

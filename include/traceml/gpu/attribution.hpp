@@ -58,8 +58,10 @@ inline attribution_output attribute(const attribution_input& in, const attributi
   const detail::window_index index = detail::index_windows(windows);
   if (index.steps.empty()) {
     // Nothing to attribute against: everything waits for a later round (or is orphaned).
-    if (!in.final_round) out.leftover = in.records;
-    else out.orphans = in.records.size();
+    if (!in.final_round)
+      out.leftover = in.records;
+    else
+      out.orphans = in.records.size();
     if (opt.counted.on()) out.counted_tail = in.counted_context;
     return out;
   }
@@ -94,7 +96,8 @@ inline attribution_output attribute(const attribution_input& in, const attributi
   acc.steps.front().report.dropped_records += out.invalid;
   acc.steps.front().report.unattributed_kernels += orphan_kernels;
   out.reports = detail::finish_reports(acc, windows);
-  if (acc.counted.on()) out.counted_tail = detail::counted_tail(acc.counted_busy, windows, acc.counted.sample_interval_ns);
+  if (acc.counted.on())
+    out.counted_tail = detail::counted_tail(acc.counted_busy, windows, acc.counted.sample_interval_ns);
   return out;
 }
 

@@ -45,13 +45,13 @@ struct phase_entry_acc {
 
 struct step_acc {
   step_gpu_report report;
-  interval window;               // the step's measured window
-  std::vector<interval> busy;    // every record of the step
+  interval window;                       // the step's measured window
+  std::vector<interval> busy;            // every record of the step
   std::vector<std::int32_t> busy_entry;  // per record in busy: its phase entry, -1: unattributed
-  std::vector<interval> all;     // busy merged (finish_reports): what ran on the GPU during the step
-  std::vector<interval> copies;  // every copy of the step
+  std::vector<interval> all;             // busy merged (finish_reports): what ran on the GPU during the step
+  std::vector<interval> copies;          // every copy of the step
   std::uint32_t first_stream = 0;
-  bool streams = false;          // records on more than one stream: work may run side by side
+  bool streams = false;  // records on more than one stream: work may run side by side
   std::vector<phase_entry_acc> phases;
   std::unordered_map<phase_key, std::size_t, phase_key_hash> phase_index;
 };
@@ -60,11 +60,11 @@ struct step_acc {
 struct round_acc {
   std::vector<step_acc> steps;                              // in step order
   std::unordered_map<std::int32_t, std::size_t> step_slot;  // step number -> steps
-  std::vector<std::int32_t> entry;          // per window: its entry in its step's phases, -1: none
-  std::vector<std::int32_t> parent;         // per window: the phase window directly enclosing it, -1: none
-  std::vector<std::vector<interval>> busy;  // per phase window: its own and its nested phases' records
+  std::vector<std::int32_t> entry;                          // per window: its entry in its step's phases, -1: none
+  std::vector<std::int32_t> parent;           // per window: the phase window directly enclosing it, -1: none
+  std::vector<std::vector<interval>> busy;    // per phase window: its own and its nested phases' records
   std::vector<std::vector<interval>> copies;  // per phase window: the copies among them
-  records_as_counted counted;               // attribution_options::counted
+  records_as_counted counted;                 // attribution_options::counted
   /// Every timed record of the round (assigned, left over or orphaned), its boundary markers and the
   /// previous round's tail, each begun where counted.begin_of() says (when modelled): the counters
   /// see the whole GPU, so a neighbouring step's work leaks into a window's edge samples too, and the
@@ -161,8 +161,10 @@ inline void open_phase_entries(const attribution_input& in, const std::vector<wi
     phase_entry_acc& pa = s.phases[it->second];
     const interval m = ws[w].measured();
     pa.facts.facts.window_ns += m.second - m.first;
-    if (ws[w].has_gpu) pa.facts.facts.span_ns += ws[w].gpu_end - ws[w].gpu_begin;
-    else pa.span_known = false;
+    if (ws[w].has_gpu)
+      pa.facts.facts.span_ns += ws[w].gpu_end - ws[w].gpu_begin;
+    else
+      pa.span_known = false;
     acc.entry[w] = static_cast<std::int32_t>(it->second);
   }
 }
@@ -175,8 +177,14 @@ inline void add_to(gpu_facts& f, const gpu_record& rec) {
       ++f.kernel_count;
       f.short_kernel_count += d < short_kernel_ns;
       break;
-    case gpu_activity::type::memcpy: f.memcpy_ns += d; f.memcpy_bytes += rec.bytes; break;
-    case gpu_activity::type::memset: f.memset_ns += d; f.memset_bytes += rec.bytes; break;
+    case gpu_activity::type::memcpy:
+      f.memcpy_ns += d;
+      f.memcpy_bytes += rec.bytes;
+      break;
+    case gpu_activity::type::memset:
+      f.memset_ns += d;
+      f.memset_bytes += rec.bytes;
+      break;
   }
 }
 

@@ -56,11 +56,11 @@ struct attribution_options {
 };
 
 struct attribution_output {
-  std::vector<step_gpu_report> reports;  ///< one per step span of the input, in step order
-  std::vector<gpu_record> leftover;      ///< records that may belong to a later step (not final)
+  std::vector<step_gpu_report> reports;    ///< one per step span of the input, in step order
+  std::vector<gpu_record> leftover;        ///< records that may belong to a later step (not final)
   std::vector<attribution_method> method;  ///< per input record (leftovers, orphans: none)
-  std::uint64_t orphans = 0;  ///< records inside no step window (counted as unattributed)
-  std::uint64_t invalid = 0;  ///< records without timestamps (counted as dropped)
+  std::uint64_t orphans = 0;               ///< records inside no step window (counted as unattributed)
+  std::uint64_t invalid = 0;               ///< records without timestamps (counted as dropped)
   /// The round's records as counted (and its leftovers) from one sample interval before its last
   /// window's end on: the next round's attribution_input::counted_context. Empty when not modelled.
   std::vector<std::pair<std::int64_t, std::int64_t>> counted_tail;

@@ -71,13 +71,15 @@ class attribution_stage {
     for (const auto& s : d.steps) {
       auto it = s.recorded ? attributed.find(s.step) : attributed.end();
       if (s.recorded && it == attributed.end())
-        report_once("attribution-missing", "attribution returned no report for a recorded step; it is reported "
-                                           "as unrecorded");
+        report_once("attribution-missing",
+                    "attribution returned no report for a recorded step; it is reported "
+                    "as unrecorded");
       out.push_back(it != attributed.end() ? std::move(it->second) : unrecorded_report(s));
       out.back().schedule = s.schedule;
       apply_event_spans(s, out.back());
     }
-    if (!out.empty()) out.front().unattributed_kernels += orphan_kernels;
+    if (!out.empty())
+      out.front().unattributed_kernels += orphan_kernels;
     else if (orphan_kernels)
       report_once("gpu-orphans", "GPU kernels arrived after the last step of the run; they are in no step's figures");
     return out;
@@ -94,8 +96,8 @@ class attribution_stage {
   /// step's kernels were not measured -- rather than counted as unattributed. Kernels no step of
   /// the round could claim are added to `orphan_kernels` when attribution filed them under an
   /// unrecorded step.
-  std::unordered_map<std::int32_t, step_gpu_report> attribute_round(const std::vector<step_activity>& steps,
-                                                                    bool final, std::uint64_t& orphan_kernels) {
+  std::unordered_map<std::int32_t, step_gpu_report> attribute_round(const std::vector<step_activity>& steps, bool final,
+                                                                    std::uint64_t& orphan_kernels) {
     attribution_input in;
     std::unordered_set<std::uint64_t> used;
     std::unordered_set<std::int32_t> recorded;
@@ -118,7 +120,8 @@ class attribution_stage {
     in.counted_context.swap(counted_tail_);
     if (counted_.on())  // markers of later steps are on the GPU already: the counters see them too
       for (const auto& m : markers_)
-        if (!used.count(m.first)) in.counted_context.emplace_back(counted_.begin_of(m.second.begin_ns), m.second.end_ns);
+        if (!used.count(m.first))
+          in.counted_context.emplace_back(counted_.begin_of(m.second.begin_ns), m.second.end_ns);
     attribution_options ao;
     ao.keep_activities = keep_activities_;
     ao.counted = counted_;
@@ -227,8 +230,9 @@ class attribution_stage {
   bool keep_activities_ = false;
   records_as_counted counted_;
   round_tap tap_;
-  std::vector<gpu_record> records_;                         // not yet claimed by a step
-  std::vector<std::pair<std::int64_t, std::int64_t>> counted_tail_;  // the last round's, as counted (next round's edges)
+  std::vector<gpu_record> records_;  // not yet claimed by a step
+  std::vector<std::pair<std::int64_t, std::int64_t>>
+      counted_tail_;                                        // the last round's, as counted (next round's edges)
   std::unordered_map<std::uint64_t, marker_time> markers_;  // by sequence number, not yet used
 };
 

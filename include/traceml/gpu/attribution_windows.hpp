@@ -19,13 +19,13 @@ namespace detail {
 
 /// One step or phase span as attribution sees it.
 struct window {
-  std::size_t span = 0;        ///< index into attribution_input::spans
-  std::int32_t step = -1;      ///< the span's step number
+  std::size_t span = 0;    ///< index into attribution_input::spans
+  std::int32_t step = -1;  ///< the span's step number
   bool is_step = false;
-  int depth = 0;               ///< nesting among phases of one thread (larger = inner); steps -1
+  int depth = 0;  ///< nesting among phases of one thread (larger = inner); steps -1
   std::uint32_t thread = 0;
   std::int64_t cpu_begin = 0, cpu_end = 0;
-  bool has_gpu = false;        ///< both markers seen, on one device and stream, in order
+  bool has_gpu = false;  ///< both markers seen, on one device and stream, in order
   std::uint32_t device = 0, stream = 0;
   std::int64_t gpu_begin = 0, gpu_end = 0;  ///< end of the begin marker .. start of the end marker
 
@@ -134,10 +134,10 @@ inline std::uint64_t stream_key(std::uint32_t device, std::uint32_t stream) noex
 
 /// Stage 2's result: the windows of a round, reachable without scanning them all.
 struct window_index {
-  std::unordered_map<std::uint64_t, window_group> by_stream;  ///< GPU windows per stream_key()
-  std::unordered_map<std::uint32_t, window_group> by_device;  ///< GPU windows per device, all streams
-  std::vector<std::size_t> steps;                             ///< step windows, by step number
-  std::unordered_map<std::int32_t, std::size_t> step_by_number;  ///< the first step window of a number
+  std::unordered_map<std::uint64_t, window_group> by_stream;                  ///< GPU windows per stream_key()
+  std::unordered_map<std::uint32_t, window_group> by_device;                  ///< GPU windows per device, all streams
+  std::vector<std::size_t> steps;                                             ///< step windows, by step number
+  std::unordered_map<std::int32_t, std::size_t> step_by_number;               ///< the first step window of a number
   std::unordered_map<std::int32_t, std::vector<std::size_t>> phases_by_step;  ///< in input order
   std::int64_t last_cpu_end = 0;  ///< CPU end of the last step (by number); later work may be a later step's
 };
@@ -148,8 +148,10 @@ inline window_index index_windows(const std::vector<window>& ws) {
   window_index ix;
   for (std::size_t i = 0; i < ws.size(); ++i) {
     const window& w = ws[i];
-    if (w.is_step) ix.steps.push_back(i);
-    else ix.phases_by_step[w.step].push_back(i);
+    if (w.is_step)
+      ix.steps.push_back(i);
+    else
+      ix.phases_by_step[w.step].push_back(i);
     if (!w.has_gpu) continue;
     const auto id = static_cast<std::uint32_t>(i);
     window_group& own = ix.by_stream[stream_key(w.device, w.stream)];

@@ -100,8 +100,8 @@ class attribution_worker {
     try {
       reports = stage_.add(std::move(d));
     } catch (const std::exception& e) {
-      report_once("attribution-worker", std::string("GPU attribution failed: ") + e.what() +
-                                            "; the steps of that round have no GPU figures");
+      report_once("attribution-worker",
+                  std::string("GPU attribution failed: ") + e.what() + "; the steps of that round have no GPU figures");
     }
     detail::lock_guard lock(mu_);
     for (auto& r : reports) ready_.push_back(std::move(r));

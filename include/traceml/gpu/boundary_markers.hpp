@@ -79,7 +79,8 @@ class boundary_markers {
     }
     const std::size_t residue = static_cast<std::size_t>(seq % detail::marker_window);
     issued_[residue].store(seq, std::memory_order_release);
-    if (detail::rt::cudaMemsetAsync(buf, detail::marker_value, detail::marker_base + 4 * residue, stream) != cudaSuccess) {
+    if (detail::rt::cudaMemsetAsync(buf, detail::marker_value, detail::marker_base + 4 * residue, stream) !=
+        cudaSuccess) {
       detail::rt::cudaGetLastError();
       return 0;
     }
@@ -117,7 +118,7 @@ class boundary_markers {
   }
 
   const bool on_;
-  detail::mutex mu_;  // guards seq_ and buffers_ (a leaf)
+  detail::mutex mu_;                                    // guards seq_ and buffers_ (a leaf)
   std::vector<void*> buffers_ TRACEML_GUARDED_BY(mu_);  // per device, allocated on its first marker
   std::uint64_t seq_ TRACEML_GUARDED_BY(mu_) = 0;
   std::atomic<std::uint64_t> issued_[detail::marker_window] = {};  // residue -> last seq issued

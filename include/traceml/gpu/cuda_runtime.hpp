@@ -26,13 +26,37 @@
 #define TRACEML_CUDART_SYMBOL(name) TRACEML_CUDART_SYMBOL_(name)
 
 // Every runtime function traceml calls. Add one here, in library, and a wrapper below.
-#define TRACEML_CUDART_FUNCTIONS(X)                                                                          \
-  X(cudaGetLastError) X(cudaGetErrorString) X(cudaGetDeviceCount) X(cudaGetDevice) X(cudaSetDevice)            \
-  X(cudaDriverGetVersion) X(cudaRuntimeGetVersion) X(cudaGetDeviceProperties) X(cudaDeviceGetAttribute)        \
-  X(cudaDeviceSynchronize) X(cudaStreamSynchronize) X(cudaStreamIsCapturing) X(cudaEventCreateWithFlags)       \
-  X(cudaEventDestroy) X(cudaEventRecord) X(cudaEventQuery) X(cudaEventSynchronize) X(cudaEventElapsedTime)     \
-  X(cudaMalloc) X(cudaFree) X(cudaHostAlloc) X(cudaFreeHost) X(cudaHostGetDevicePointer) X(cudaMemsetAsync)     \
-  X(cudaMemGetInfo) X(cudaDeviceGetDefaultMemPool) X(cudaMemPoolGetAttribute) X(cudaMemPoolSetAttribute)
+// clang-format off
+#define TRACEML_CUDART_FUNCTIONS(X) \
+  X(cudaGetLastError) \
+  X(cudaGetErrorString) \
+  X(cudaGetDeviceCount) \
+  X(cudaGetDevice) \
+  X(cudaSetDevice) \
+  X(cudaDriverGetVersion) \
+  X(cudaRuntimeGetVersion) \
+  X(cudaGetDeviceProperties) \
+  X(cudaDeviceGetAttribute) \
+  X(cudaDeviceSynchronize) \
+  X(cudaStreamSynchronize) \
+  X(cudaStreamIsCapturing) \
+  X(cudaEventCreateWithFlags) \
+  X(cudaEventDestroy) \
+  X(cudaEventRecord) \
+  X(cudaEventQuery) \
+  X(cudaEventSynchronize) \
+  X(cudaEventElapsedTime) \
+  X(cudaMalloc) \
+  X(cudaFree) \
+  X(cudaHostAlloc) \
+  X(cudaFreeHost) \
+  X(cudaHostGetDevicePointer) \
+  X(cudaMemsetAsync) \
+  X(cudaMemGetInfo) \
+  X(cudaDeviceGetDefaultMemPool) \
+  X(cudaMemPoolGetAttribute) \
+  X(cudaMemPoolSetAttribute)
+// clang-format on
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
@@ -93,7 +117,7 @@ inline library load_library(const std::string& name = runtime_name(), const char
     return lib;
   }
   std::string missing;
-#define TRACEML_CUDART_RESOLVE(name)                                                                    \
+#define TRACEML_CUDART_RESOLVE(name)                                                               \
   lib.name = reinterpret_cast<decltype(lib.name)>(dlsym(lib.handle, TRACEML_CUDART_SYMBOL(name))); \
   if (!lib.name) missing += std::string(missing.empty() ? "" : ", ") + TRACEML_CUDART_SYMBOL(name);
   TRACEML_CUDART_FUNCTIONS(TRACEML_CUDART_RESOLVE)
@@ -118,10 +142,11 @@ inline const std::string& runtime_missing() { return runtime().why; }
 /// What every wrapper returns when the runtime is missing.
 inline constexpr cudaError_t missing_runtime_error = cudaErrorSharedObjectInitFailed;
 
-#define TRACEML_CUDART_CALL(name, ...) \
-  return runtime().name ? runtime().name(__VA_ARGS__) : missing_runtime_error
+#define TRACEML_CUDART_CALL(name, ...) return runtime().name ? runtime().name(__VA_ARGS__) : missing_runtime_error
 
-inline cudaError_t cudaGetLastError() { return runtime().cudaGetLastError ? runtime().cudaGetLastError() : missing_runtime_error; }
+inline cudaError_t cudaGetLastError() {
+  return runtime().cudaGetLastError ? runtime().cudaGetLastError() : missing_runtime_error;
+}
 inline const char* cudaGetErrorString(cudaError_t e) {
   if (runtime().cudaGetErrorString) return runtime().cudaGetErrorString(e);
   return runtime().why.c_str();
@@ -131,7 +156,9 @@ inline cudaError_t cudaGetDevice(int* device) { TRACEML_CUDART_CALL(cudaGetDevic
 inline cudaError_t cudaSetDevice(int device) { TRACEML_CUDART_CALL(cudaSetDevice, device); }
 inline cudaError_t cudaDriverGetVersion(int* v) { TRACEML_CUDART_CALL(cudaDriverGetVersion, v); }
 inline cudaError_t cudaRuntimeGetVersion(int* v) { TRACEML_CUDART_CALL(cudaRuntimeGetVersion, v); }
-inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) { TRACEML_CUDART_CALL(cudaGetDeviceProperties, p, device); }
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
+  TRACEML_CUDART_CALL(cudaGetDeviceProperties, p, device);
+}
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int device) {
   TRACEML_CUDART_CALL(cudaDeviceGetAttribute, v, a, device);
 }
@@ -142,15 +169,23 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { TRACEML_CUDART_CALL(c
 inline cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status) {
   TRACEML_CUDART_CALL(cudaStreamIsCapturing, s, status);
 }
-inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) { TRACEML_CUDART_CALL(cudaEventCreateWithFlags, e, flags); }
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
+  TRACEML_CUDART_CALL(cudaEventCreateWithFlags, e, flags);
+}
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) { TRACEML_CUDART_CALL(cudaEventDestroy, e); }
-inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr) { TRACEML_CUDART_CALL(cudaEventRecord, e, s); }
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr) {
+  TRACEML_CUDART_CALL(cudaEventRecord, e, s);
+}
 inline cudaError_t cudaEventQuery(cudaEvent_t e) { TRACEML_CUDART_CALL(cudaEventQuery, e); }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { TRACEML_CUDART_CALL(cudaEventSynchronize, e); }
-inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { TRACEML_CUDART_CALL(cudaEventElapsedTime, ms, a, b); }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+  TRACEML_CUDART_CALL(cudaEventElapsedTime, ms, a, b);
+}
 inline cudaError_t cudaMalloc(void** p, size_t bytes) { TRACEML_CUDART_CALL(cudaMalloc, p, bytes); }
 inline cudaError_t cudaFree(void* p) { TRACEML_CUDART_CALL(cudaFree, p); }
-inline cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned flags) { TRACEML_CUDART_CALL(cudaHostAlloc, p, bytes, flags); }
+inline cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned flags) {
+  TRACEML_CUDART_CALL(cudaHostAlloc, p, bytes, flags);
+}
 inline cudaError_t cudaFreeHost(void* p) { TRACEML_CUDART_CALL(cudaFreeHost, p); }
 inline cudaError_t cudaHostGetDevicePointer(void** dev, void* host, unsigned flags) {
   TRACEML_CUDART_CALL(cudaHostGetDevicePointer, dev, host, flags);
@@ -158,7 +193,9 @@ inline cudaError_t cudaHostGetDevicePointer(void** dev, void* host, unsigned fla
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s = nullptr) {
   TRACEML_CUDART_CALL(cudaMemsetAsync, p, value, bytes, s);
 }
-inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) { TRACEML_CUDART_CALL(cudaMemGetInfo, free_bytes, total); }
+inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
+  TRACEML_CUDART_CALL(cudaMemGetInfo, free_bytes, total);
+}
 inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
   TRACEML_CUDART_CALL(cudaDeviceGetDefaultMemPool, pool, device);
 }

@@ -44,7 +44,7 @@ struct cupti_reader_options {
   std::size_t buffer_count = 16;
   bool memcpy = true;
   bool timestamp_callback = true;
-  bool drop_unfinished = false;   ///< sampling: records cut off by a switch-off are not reported
+  bool drop_unfinished = false;  ///< sampling: records cut off by a switch-off are not reported
   const char* library = nullptr;
 };
 
@@ -173,8 +173,9 @@ class cupti_reader {
       // unrecorded steps (record_switch.hpp), so they are not reported as dropped.
       recs.erase(std::remove_if(recs.begin(), recs.end(), [](const gpu_record& g) { return !g.begin_ns || !g.end_ns; }),
                  recs.end());
-      marks.erase(std::remove_if(marks.begin(), marks.end(), [](const marker_time& m) { return !m.begin_ns || !m.end_ns; }),
-                  marks.end());
+      marks.erase(
+          std::remove_if(marks.begin(), marks.end(), [](const marker_time& m) { return !m.begin_ns || !m.end_ns; }),
+          marks.end());
     }
     detail::lock_guard lock(inbox_mu_);
     inbox_records_.insert(inbox_records_.end(), recs.begin(), recs.end());
@@ -205,8 +206,7 @@ class cupti_reader {
                "NVreg_RestrictProfilingToAdminUsers=0)";
       case CUPTI_ERROR_NOT_INITIALIZED:
         return "CUPTI could not initialize (driver too old for this CUPTI, or no CUDA driver)";
-      default:
-        return "CUPTI error: " + api_.describe(r);
+      default: return "CUPTI error: " + api_.describe(r);
     }
   }
 
@@ -317,8 +317,7 @@ class cupti_reader {
         recs.push_back(g);
         break;
       }
-      default:
-        break;
+      default: break;
     }
   }
 

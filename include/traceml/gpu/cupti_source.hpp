@@ -54,12 +54,12 @@ TRACEML_BEGIN_NAMESPACE
 struct cupti_options {
   std::size_t buffer_bytes = std::size_t{4} << 20;  ///< one activity buffer (~20k kernel records)
   std::size_t buffer_count = 16;                    ///< preallocated; none is allocated later
-  bool markers = true;            ///< boundary markers (exact attribution); off: by time only
-  bool memcpy = true;             ///< MEMCPY records
-  int flush_period_ms = 100;      ///< how often the worker asks CUPTI for finished records
-  bool timestamp_callback = true; ///< let CUPTI stamp records with now_ns() directly when it can
-  bool finalize = true;           ///< cuptiFinalize on destruction (not after recording only some steps: stop())
-  int max_lag_steps = 8;          ///< a recorded step is complete after this many later steps ended
+  bool markers = true;                              ///< boundary markers (exact attribution); off: by time only
+  bool memcpy = true;                               ///< MEMCPY records
+  int flush_period_ms = 100;                        ///< how often the worker asks CUPTI for finished records
+  bool timestamp_callback = true;                   ///< let CUPTI stamp records with now_ns() directly when it can
+  bool finalize = true;   ///< cuptiFinalize on destruction (not after recording only some steps: stop())
+  int max_lag_steps = 8;  ///< a recorded step is complete after this many later steps ended
   /// CUDA-event timing of every step and phase (span_ns on every step, recorded or not; measured
   /// +0.13% step time on the graphed Qwen3 trainer). Off: unrecorded steps carry no GPU time.
   bool phase_events = true;
@@ -81,9 +81,9 @@ struct cupti_options {
   /// profiler_options::on_trace_ready. Warm-up and active steps pay CUPTI's full per-launch cost,
   /// whatever the budget says.
   std::optional<recording_schedule> schedule;
-  const char* library = nullptr;  ///< CUPTI library path; default: the one found at build time
-  stream_provider current_stream; ///< see cuda_stream.hpp
-  memory_sampler memory;          ///< called at each step end
+  const char* library = nullptr;   ///< CUPTI library path; default: the one found at build time
+  stream_provider current_stream;  ///< see cuda_stream.hpp
+  memory_sampler memory;           ///< called at each step end
 };
 
 /// Kernel attribution with CUPTI plus CUDA-event phase timing. Construct, check ok() (or use
@@ -98,7 +98,9 @@ struct cupti_options {
 class cupti_source : public gpu_source {
  public:
   explicit cupti_source(cupti_options o = {})
-      : opt_(std::move(o)), markers_(opt_.markers), reader_(markers_),
+      : opt_(std::move(o)),
+        markers_(opt_.markers),
+        reader_(markers_),
         switch_(opt_.overhead_budget, opt_.sample_every, opt_.schedule, reader_) {
     start();
   }
@@ -237,8 +239,9 @@ class cupti_source : public gpu_source {
     }
     reader_.take(d.records, d.markers);
     if (reader_.take_refused())
-      report_once("cupti-buffers", "CUPTI activity buffers exhausted: records are being dropped (raise "
-                                   "cupti_options::buffer_count or buffer_bytes); steps report dropped_records");
+      report_once("cupti-buffers",
+                  "CUPTI activity buffers exhausted: records are being dropped (raise "
+                  "cupti_options::buffer_count or buffer_bytes); steps report dropped_records");
     detail::lock_guard lock(state_mu_);
     for (const auto& m : d.markers) seen_markers_.insert(m.seq);
     // Events are read as soon as they completed, whether or not the step's records are complete:
@@ -272,7 +275,8 @@ class cupti_source : public gpu_source {
     s += ", clock: ";
     s += reader_.clock_callback() ? "CUPTI stamps now_ns()" : "CUPTI clock mapped by offset";
     s += "; " + switch_.describe() + ")";
-    s += events_ ? "; CUDA-event phase timing " + sampling_.describe() + (sampling_.every() > 1 ? " and every recorded step" : "")
+    s += events_ ? "; CUDA-event phase timing " + sampling_.describe() +
+                       (sampling_.every() > 1 ? " and every recorded step" : "")
                  : "; CUDA-event phase timing off" + (events_why_.empty() ? std::string() : " (" + events_why_ + ")");
     return s;
   }
@@ -294,8 +298,15 @@ class cupti_source : public gpu_source {
     return e;
   }
 
-  struct open_scope { std::uint64_t marker = 0; cudaStream_t stream = nullptr; cudaEvent_t event = nullptr; };
-  struct closed_scope { std::uint64_t begin_marker = 0, end_marker = 0; event_pair events; };
+  struct open_scope {
+    std::uint64_t marker = 0;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t event = nullptr;
+  };
+  struct closed_scope {
+    std::uint64_t begin_marker = 0, end_marker = 0;
+    event_pair events;
+  };
   /// What step_closed() took on the training thread, until step_ended() runs.
   struct closed_step {
     std::int32_t step = -1;
@@ -309,8 +320,8 @@ class cupti_source : public gpu_source {
     memory_sample memory;
     schedule_slot slot;  // a schedule's warm-up step: records on, kernels discarded
     std::vector<marked_span> spans;
-    std::vector<event_pair> events;  // parallel to spans, until read
-    std::vector<std::int64_t> event_ns;  // parallel to spans, once read (-1: untimed)
+    std::vector<event_pair> events;             // parallel to spans, until read
+    std::vector<std::int64_t> event_ns;         // parallel to spans, once read (-1: untimed)
     std::vector<std::int64_t> event_offset_ns;  // parallel: from the step's begin event
     bool events_read = false;
   };
@@ -334,8 +345,10 @@ class cupti_source : public gpu_source {
     a.schedule = p.slot;
     a.memory = p.memory;
     for (std::size_t i = 0; i < p.spans.size(); ++i)
-      a.spans.push_back(timed_span{p.spans[i], i < p.event_ns.size() ? p.event_ns[i] : -1,
-                                   i < p.event_offset_ns.size() ? p.event_offset_ns[i] : -1, {}});
+      a.spans.push_back(timed_span{p.spans[i],
+                                   i < p.event_ns.size() ? p.event_ns[i] : -1,
+                                   i < p.event_offset_ns.size() ? p.event_offset_ns[i] : -1,
+                                   {}});
     return a;
   }
 
@@ -425,10 +438,10 @@ class cupti_source : public gpu_source {
   std::string why_, events_why_;
   std::atomic<bool> running_{false};
   boundary_markers markers_;
-  cupti_reader reader_;    // decodes markers_
-  record_switch switch_;   // switches reader_'s records
+  cupti_reader reader_;                         // decodes markers_
+  record_switch switch_;                        // switches reader_'s records
   event_sampling sampling_{opt_.event_budget};  // which steps the events time (training thread)
-  std::unique_ptr<event_timer> events_;  // nullptr: phase_events off or no event could be made
+  std::unique_ptr<event_timer> events_;         // nullptr: phase_events off or no event could be made
 
   detail::mutex hook_mu_;  // also guards closed_steps_
   detail::scope_pairing<open_scope, closed_scope> scopes_;

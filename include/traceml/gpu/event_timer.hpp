@@ -145,8 +145,8 @@ class event_timer {
                                         " events): some phases are not GPU-timed; raise the GPU source's event_pool");
   }
 
-  std::vector<cudaEvent_t> all_;   // every event, destroyed with the timer; fixed after construction
-  detail::mutex mu_;               // guards free_ only (a leaf: nothing else is locked under it)
+  std::vector<cudaEvent_t> all_;  // every event, destroyed with the timer; fixed after construction
+  detail::mutex mu_;              // guards free_ only (a leaf: nothing else is locked under it)
   std::vector<cudaEvent_t> free_ TRACEML_GUARDED_BY(mu_);
   bool said_exhausted_ TRACEML_GUARDED_BY(mu_) = false;
 };

@@ -104,8 +104,8 @@ class gpu_clock {
     void* out = static_cast<void*>(burst_device_);
     auto length = static_cast<std::uint64_t>(ns);
     void* args[] = {&out, &length};
-    if (launch_(spin_, static_cast<unsigned>(sms), 1, 1, 128, 1, 1, 0, reinterpret_cast<CUstream>(stream), args, nullptr) !=
-        CUDA_SUCCESS)
+    if (launch_(spin_, static_cast<unsigned>(sms), 1, 1, 128, 1, 1, 0, reinterpret_cast<CUstream>(stream), args,
+                nullptr) != CUDA_SUCCESS)
       return false;
     const bool ok = detail::rt::cudaStreamSynchronize(stream) == cudaSuccess;
     detail::rt::cudaGetLastError();
@@ -160,7 +160,8 @@ class gpu_clock {
       return fail("no pinned host memory for the clock stamps");
     host_ = static_cast<volatile std::uint64_t*>(host);
     void* dev = nullptr;
-    if (detail::rt::cudaHostGetDevicePointer(&dev, host, 0) != cudaSuccess) return fail("pinned memory not mapped to the device");
+    if (detail::rt::cudaHostGetDevicePointer(&dev, host, 0) != cudaSuccess)
+      return fail("pinned memory not mapped to the device");
     device_ = static_cast<std::uint64_t*>(dev);
     {
       detail::lock_guard lock(mu_);

@@ -22,7 +22,7 @@ TRACEML_BEGIN_NAMESPACE
 
 /// GPU activity inside one window (a phase of one micro-batch, or a whole step). Times in ns.
 struct gpu_facts {
-  std::int64_t kernel_ns = 0;      ///< sum of kernel durations (overlapping kernels count twice)
+  std::int64_t kernel_ns = 0;  ///< sum of kernel durations (overlapping kernels count twice)
   std::uint64_t kernel_count = 0;
   std::int64_t memcpy_ns = 0;
   std::uint64_t memcpy_bytes = 0;
@@ -32,8 +32,8 @@ struct gpu_facts {
   /// begin marker to when it reached its end marker; the CPU window where it has no markers. -1:
   /// kernels were not measured (unrecorded step). busy_ns + idle_ns == window_ns, always.
   std::int64_t window_ns = -1;
-  std::int64_t busy_ns = 0;        ///< union of this window's own kernels, copies and memsets, inside the window
-  std::int64_t idle_ns = 0;        ///< window_ns - busy_ns: the window ran nothing of its own
+  std::int64_t busy_ns = 0;  ///< union of this window's own kernels, copies and memsets, inside the window
+  std::int64_t idle_ns = 0;  ///< window_ns - busy_ns: the window ran nothing of its own
   /// idle_ns by kind (gpu/idle_split.hpp): host wait, kernel-to-kernel wait, other wait; they sum to
   /// idle_ns. All 0 on an unrecorded step.
   std::int64_t idle_host_ns = 0;
@@ -67,13 +67,21 @@ struct gpu_facts {
   counter_facts counters;
 
   gpu_facts& operator+=(const gpu_facts& o) noexcept {
-    kernel_ns += o.kernel_ns; kernel_count += o.kernel_count;
-    memcpy_ns += o.memcpy_ns; memcpy_bytes += o.memcpy_bytes;
-    memset_ns += o.memset_ns; memset_bytes += o.memset_bytes;
-    busy_ns += o.busy_ns; idle_ns += o.idle_ns;
-    idle_host_ns += o.idle_host_ns; idle_kernel_gap_ns += o.idle_kernel_gap_ns; idle_other_ns += o.idle_other_ns;
-    copy_busy_ns += o.copy_busy_ns; short_kernel_count += o.short_kernel_count;
-    own_ns += o.own_ns; hidden_ns += o.hidden_ns;
+    kernel_ns += o.kernel_ns;
+    kernel_count += o.kernel_count;
+    memcpy_ns += o.memcpy_ns;
+    memcpy_bytes += o.memcpy_bytes;
+    memset_ns += o.memset_ns;
+    memset_bytes += o.memset_bytes;
+    busy_ns += o.busy_ns;
+    idle_ns += o.idle_ns;
+    idle_host_ns += o.idle_host_ns;
+    idle_kernel_gap_ns += o.idle_kernel_gap_ns;
+    idle_other_ns += o.idle_other_ns;
+    copy_busy_ns += o.copy_busy_ns;
+    short_kernel_count += o.short_kernel_count;
+    own_ns += o.own_ns;
+    hidden_ns += o.hidden_ns;
     if (o.counted_busy_ns >= 0) counted_busy_ns = (counted_busy_ns < 0 ? 0 : counted_busy_ns) + o.counted_busy_ns;
     if (o.window_ns >= 0) window_ns = (window_ns < 0 ? 0 : window_ns) + o.window_ns;
     if (o.span_ns >= 0) span_ns = (span_ns < 0 ? 0 : span_ns) + o.span_ns;
@@ -133,12 +141,12 @@ struct phase_gpu_facts {
 struct gpu_activity {
   enum class type : std::uint8_t { kernel, memcpy, memset };
   type what = type::kernel;
-  const char* name = "";        ///< owned by the source; valid until the source is destroyed
+  const char* name = "";  ///< owned by the source; valid until the source is destroyed
   std::int64_t begin_ns = 0;
   std::int64_t end_ns = 0;
   std::uint32_t device = 0;
   std::uint32_t stream = 0;
-  std::uint64_t bytes = 0;      ///< memcpy/memset only
+  std::uint64_t bytes = 0;  ///< memcpy/memset only
   std::int32_t step = -1;
   std::int32_t microbatch = -1;
   phase_kind phase = phase_kind::user;
@@ -156,15 +164,15 @@ struct step_gpu_report {
   /// window of `schedule.cycle`; a warm-up step ran with kernel records on (CUPTI's cost) but
   /// reports none, so it is neither a recorded nor a baseline step. Unscheduled without a schedule.
   schedule_slot schedule;
-  gpu_facts total;                        ///< the whole step window
-  std::vector<phase_gpu_facts> phases;    ///< one entry per (phase, micro-batch)
-  std::int64_t peak_allocated_bytes = -1; ///< -1: unknown
+  gpu_facts total;                         ///< the whole step window
+  std::vector<phase_gpu_facts> phases;     ///< one entry per (phase, micro-batch)
+  std::int64_t peak_allocated_bytes = -1;  ///< -1: unknown
   std::int64_t peak_reserved_bytes = -1;
-  std::uint64_t unattributed_kernels = 0; ///< kernels inside no phase window of this step
+  std::uint64_t unattributed_kernels = 0;  ///< kernels inside no phase window of this step
   /// Their durations (ns): with each phase's kernel_durations_ns, every kernel of the step once.
   std::vector<std::int64_t> unattributed_kernel_durations_ns{};
-  std::uint64_t dropped_records = 0;      ///< activity records lost (buffers full)
-  std::vector<gpu_activity> activities;   ///< filled only while keep_activities(true)
+  std::uint64_t dropped_records = 0;     ///< activity records lost (buffers full)
+  std::vector<gpu_activity> activities;  ///< filled only while keep_activities(true)
 };
 
 TRACEML_END_NAMESPACE

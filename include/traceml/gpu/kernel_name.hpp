@@ -42,7 +42,8 @@ constexpr std::size_t nv_static_prefix_size = 12;
 
 /// Whether `name` is one demangle() would try: Itanium (`_Z...`) or behind nvcc's prefix.
 inline bool looks_mangled(const char* name) {
-  return name && ((name[0] == '_' && name[1] == 'Z') || std::strncmp(name, nv_static_prefix, nv_static_prefix_size) == 0);
+  return name &&
+         ((name[0] == '_' && name[1] == 'Z') || std::strncmp(name, nv_static_prefix, nv_static_prefix_size) == 0);
 }
 }  // namespace detail
 
@@ -80,7 +81,8 @@ inline std::size_t matching_open(const std::string& s, std::size_t close) {
   int depth = 0;
   for (std::size_t i = close + 1; i-- > 0;) {
     const char c = s[i];
-    if (c == ')' || c == '>' || c == ']') ++depth;
+    if (c == ')' || c == '>' || c == ']')
+      ++depth;
     else if (c == '(' || c == '<' || c == '[') {
       if (--depth == 0) return c == '(' ? i : std::string::npos;
     }
@@ -92,8 +94,8 @@ inline std::size_t matching_open(const std::string& s, std::size_t close) {
 inline bool simple_template_arg(const std::string& a) {
   if (a.empty() || a.size() > 96) return false;
   for (char c : a) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                    c == '-' || c == '.';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
     if (!ok) return false;
   }
   return true;
@@ -129,9 +131,12 @@ inline std::string shorten_kernel_name(const char* raw) {
     std::size_t last_space = std::string::npos;
     for (std::size_t i = 0; i < s.size(); ++i) {
       const char c = s[i];
-      if (c == '<' || c == '(' || c == '[') ++depth;
-      else if ((c == '>' || c == ')' || c == ']') && depth > 0) --depth;
-      else if (c == ' ' && depth == 0) last_space = i;
+      if (c == '<' || c == '(' || c == '[')
+        ++depth;
+      else if ((c == '>' || c == ')' || c == ']') && depth > 0)
+        --depth;
+      else if (c == ' ' && depth == 0)
+        last_space = i;
     }
     if (last_space != std::string::npos) s.erase(0, last_space + 1);
   }

@@ -20,13 +20,13 @@ TRACEML_BEGIN_NAMESPACE
 
 /// Counts of what the sampler did (read any time).
 struct pm_sampler_stats {
-  std::uint64_t samples = 0;           ///< decoded and evaluated
+  std::uint64_t samples = 0;  ///< decoded and evaluated
   std::uint64_t decode_passes = 0;
-  std::uint64_t overflows = 0;         ///< hardware buffer or counter-data image full: samples lost
-  std::uint64_t irregular = 0;         ///< the session's first, longer than 4 intervals, or not finite: dropped
-  std::int64_t decode_cpu_ns = 0;      ///< wall time of the worker's decode passes
+  std::uint64_t overflows = 0;             ///< hardware buffer or counter-data image full: samples lost
+  std::uint64_t irregular = 0;             ///< the session's first, longer than 4 intervals, or not finite: dropped
+  std::int64_t decode_cpu_ns = 0;          ///< wall time of the worker's decode passes
   std::int64_t first_ns = 0, last_ns = 0;  ///< first sample's begin, last sample's end (GPU clock)
-  double mean_interval_ns = 0;         ///< mean sample length achieved
+  double mean_interval_ns = 0;             ///< mean sample length achieved
 };
 
 namespace detail {
@@ -62,7 +62,8 @@ class pm_sample_decoder {
   /// Sizes the image for `max_samples` samples of `config`'s metrics and initializes it. "" when
   /// done; otherwise why not.
   std::string prepare(const pm_sampling_api& api, const pm_sampling_config& config, std::uint32_t max_samples) {
-    auto p = cupti_params<CUpti_PmSampling_GetCounterDataSize_Params>(CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE);
+    auto p = cupti_params<CUpti_PmSampling_GetCounterDataSize_Params>(
+        CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE);
     std::vector<const char*> c;
     for (const auto& n : config.metric_names()) c.push_back(n.c_str());
     p.pPmSamplingObject = config.object();
@@ -91,7 +92,8 @@ class pm_sample_decoder {
 
  private:
   CUptiResult initialize_image(const pm_sampling_api& api, const pm_sampling_config& config) {
-    auto p = cupti_params<CUpti_PmSampling_CounterDataImage_Initialize_Params>(CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE);
+    auto p = cupti_params<CUpti_PmSampling_CounterDataImage_Initialize_Params>(
+        CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE);
     p.pPmSamplingObject = config.object();
     p.counterDataSize = counter_data_.size();
     p.pCounterData = counter_data_.data();
@@ -112,7 +114,8 @@ class pm_sample_decoder {
       out.failure = pm_call_failure(api, "cuptiPmSamplingDecodeData", r);
       return false;
     }
-    auto info = cupti_params<CUpti_PmSampling_GetCounterDataInfo_Params>(CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE);
+    auto info = cupti_params<CUpti_PmSampling_GetCounterDataInfo_Params>(
+        CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE);
     info.pCounterDataImage = counter_data_.data();
     info.counterDataImageSize = counter_data_.size();
     if (api.counter_data_info(&info) != CUPTI_SUCCESS) return false;
@@ -133,13 +136,15 @@ class pm_sample_decoder {
     for (const auto& n : config.metric_names()) names.push_back(n.c_str());
     std::vector<double> values(names.size());
     for (std::size_t i = 0; i < completed; ++i) {
-      auto si = cupti_params<CUpti_PmSampling_CounterData_GetSampleInfo_Params>(CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE);
+      auto si = cupti_params<CUpti_PmSampling_CounterData_GetSampleInfo_Params>(
+          CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE);
       si.pPmSamplingObject = config.object();
       si.pCounterDataImage = counter_data_.data();
       si.counterDataImageSize = counter_data_.size();
       si.sampleIndex = i;
       if (api.sample_info(&si) != CUPTI_SUCCESS) continue;
-      auto ev = cupti_params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
+      auto ev = cupti_params<CUpti_Profiler_Host_EvaluateToGpuValues_Params>(
+          CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE);
       ev.pHostObject = config.host();
       ev.pCounterDataImage = counter_data_.data();
       ev.counterDataImageSize = counter_data_.size();

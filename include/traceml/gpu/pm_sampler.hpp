@@ -66,7 +66,7 @@ class pm_sampler {
     if (detail::rt::cudaGetDevice(&current) != cudaSuccess) current = 0;
     const int dev = opt_.device < 0 ? current : opt_.device;
     detail::rt::cudaSetDevice(dev);
-    detail::rt::cudaFree(nullptr);  // the primary context must exist before the profiler attaches to it
+    detail::rt::cudaFree(nullptr);       // the primary context must exist before the profiler attaches to it
     detail::rt::cudaSetDevice(current);  // the caller's device stays its own
     detail::rt::cudaGetLastError();
     device_ = static_cast<std::size_t>(dev);
@@ -315,7 +315,7 @@ class pm_sampler {
   std::condition_variable wake_;
   bool stopping_ TRACEML_GUARDED_BY(wake_mu_) = false;
   bool paused_ TRACEML_GUARDED_BY(wake_mu_) = false;  // changed with cupti_mu_ held too
-  detail::mutex cupti_mu_;       // serialises decode passes (worker and flush())
+  detail::mutex cupti_mu_;                            // serialises decode passes (worker and flush())
   bool decode_failed_ TRACEML_GUARDED_BY(cupti_mu_) = false;
 #endif
   mutable detail::mutex out_mu_;

@@ -23,12 +23,12 @@ TRACEML_BEGIN_NAMESPACE
 
 /// One decoded PM sample. Shares are in [0, 1]; a negative share: that counter was not sampled.
 struct pm_sample {
-  std::int64_t begin_ns = 0;      ///< on the GPU's clock (%globaltimer, ns)
+  std::int64_t begin_ns = 0;  ///< on the GPU's clock (%globaltimer, ns)
   std::int64_t end_ns = 0;
-  double gpu_busy = -1;           ///< graphics/compute engine active cycles / elapsed cycles
-  double sm_active = -1;          ///< SM active cycles averaged over SMs / elapsed cycles
-  double tensor_active = -1;      ///< tensor pipes active (average over SMs), share of peak
-  double dram_throughput = -1;    ///< DRAM throughput, share of peak
+  double gpu_busy = -1;         ///< graphics/compute engine active cycles / elapsed cycles
+  double sm_active = -1;        ///< SM active cycles averaged over SMs / elapsed cycles
+  double tensor_active = -1;    ///< tensor pipes active (average over SMs), share of peak
+  double dram_throughput = -1;  ///< DRAM throughput, share of peak
 };
 
 /// Where each metric sits in a sample's evaluated values, and what turns a value into a share.
@@ -37,7 +37,7 @@ struct sample_layout {
   int tensor = -1, dram = -1;                 ///< their positions; -1: not sampled
   double tensor_scale = 0.01;                 ///< value x scale = share (a percentage: 0.01)
   double dram_scale = 0.01;
-  std::int64_t interval_ns = 100000;          ///< the interval asked for
+  std::int64_t interval_ns = 100000;  ///< the interval asked for
 };
 
 /// A sample from CUPTI's evaluated values (pure: tested on the CPU), or nullopt when it says nothing
@@ -45,7 +45,9 @@ struct sample_layout {
 /// outlier by CUPTI's own advice), one much longer than the interval, or a value that is not a number.
 inline std::optional<pm_sample> sample_from_values(std::uint64_t begin, std::uint64_t end, const std::vector<double>& v,
                                                    const sample_layout& l, bool first) {
-  const auto at = [&](long i) { return i >= 0 && static_cast<std::size_t>(i) < v.size() ? v[static_cast<std::size_t>(i)] : 0.0; };
+  const auto at = [&](long i) {
+    return i >= 0 && static_cast<std::size_t>(i) < v.size() ? v[static_cast<std::size_t>(i)] : 0.0;
+  };
   if (first || end <= begin || end - begin > static_cast<std::uint64_t>(4 * l.interval_ns) ||
       !std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); }) ||
       std::max({l.busy, l.elapsed, l.sm}) >= v.size())
@@ -65,21 +67,25 @@ inline std::optional<pm_sample> sample_from_values(std::uint64_t begin, std::uin
 /// What the samples say about one window. Times in ns; `*_ns` are share x overlap sums, so that
 /// busy_ns / covered_ns is the window's busy share.
 struct counter_facts {
-  std::int64_t covered_ns = 0;    ///< window time covered by samples (0: the window was not sampled)
-  std::uint32_t samples = 0;      ///< samples that overlap the window
+  std::int64_t covered_ns = 0;  ///< window time covered by samples (0: the window was not sampled)
+  std::uint32_t samples = 0;    ///< samples that overlap the window
   double busy_ns = 0;
   double sm_active_ns = 0;
-  double tensor_ns = 0;           ///< tensor_covered_ns: part of covered_ns with a tensor counter
+  double tensor_ns = 0;  ///< tensor_covered_ns: part of covered_ns with a tensor counter
   double dram_ns = 0;
   std::int64_t tensor_covered_ns = 0;
   std::int64_t dram_covered_ns = 0;
 
   bool measured() const noexcept { return covered_ns > 0; }
   counter_facts& operator+=(const counter_facts& o) noexcept {
-    covered_ns += o.covered_ns; samples += o.samples;
-    busy_ns += o.busy_ns; sm_active_ns += o.sm_active_ns;
-    tensor_ns += o.tensor_ns; dram_ns += o.dram_ns;
-    tensor_covered_ns += o.tensor_covered_ns; dram_covered_ns += o.dram_covered_ns;
+    covered_ns += o.covered_ns;
+    samples += o.samples;
+    busy_ns += o.busy_ns;
+    sm_active_ns += o.sm_active_ns;
+    tensor_ns += o.tensor_ns;
+    dram_ns += o.dram_ns;
+    tensor_covered_ns += o.tensor_covered_ns;
+    dram_covered_ns += o.dram_covered_ns;
     return *this;
   }
 };
@@ -96,8 +102,7 @@ inline double dram_share(const counter_facts& c) noexcept { return share_of(c.dr
 
 /// The facts of [begin_ns, end_ns) from `samples` sorted by begin_ns (non-overlapping, as the
 /// hardware produces them). Samples with no gpu_busy value are skipped.
-inline counter_facts measure_window(const std::vector<pm_sample>& samples, std::int64_t begin_ns,
-                                    std::int64_t end_ns) {
+inline counter_facts measure_window(const std::vector<pm_sample>& samples, std::int64_t begin_ns, std::int64_t end_ns) {
   counter_facts f;
   if (end_ns <= begin_ns || samples.empty()) return f;
   // The first sample that may overlap: the last one beginning at or before begin_ns.
@@ -127,10 +132,10 @@ inline counter_facts measure_window(const std::vector<pm_sample>& samples, std::
 /// Where the samples' clock stands against the GPU's: the result of a known burst of GPU work.
 struct clock_alignment {
   bool ok = false;
-  std::int64_t offset_ns = 0;   ///< add to a sample's times to put it on the GPU's clock
-  double busy_ms = 0;           ///< busy time the samples saw around the burst
-  double burst_ms = 0;          ///< the burst's own length (GPU clock)
-  std::string why;              ///< when not ok
+  std::int64_t offset_ns = 0;  ///< add to a sample's times to put it on the GPU's clock
+  double busy_ms = 0;          ///< busy time the samples saw around the burst
+  double burst_ms = 0;         ///< the burst's own length (GPU clock)
+  std::string why;             ///< when not ok
 };
 
 /// Aligns the samples' clock with the GPU's from one burst of work that ran alone on the GPU from
@@ -175,11 +180,12 @@ inline clock_alignment align_clocks(const std::vector<pm_sample>& samples, std::
   // The partial samples at the burst's edges make the sum differ from the burst by up to two
   // intervals; beyond a quarter, something else ran with it, or the counters do not see such work.
   if (std::abs(a.busy_ms - a.burst_ms) > 0.25 * a.burst_ms) {
-    a.why = "the samples saw " + std::to_string(a.busy_ms) + " ms of GPU activity during a " + std::to_string(a.burst_ms) +
-            " ms calibration burst (other work on the GPU?)";
+    a.why = "the samples saw " + std::to_string(a.busy_ms) + " ms of GPU activity during a " +
+            std::to_string(a.burst_ms) + " ms calibration burst (other work on the GPU?)";
     return a;
   }
-  const double centre = best_moment / best, midpoint = (static_cast<double>(burst_begin_ns) + static_cast<double>(burst_end_ns)) / 2;
+  const double centre = best_moment / best,
+               midpoint = (static_cast<double>(burst_begin_ns) + static_cast<double>(burst_end_ns)) / 2;
   a.offset_ns = static_cast<std::int64_t>(std::llround(midpoint - centre));
   a.ok = true;
   return a;

@@ -76,10 +76,12 @@ struct pm_sampling_api {
         sym(counter_data_initialize, "cuptiPmSamplingCounterDataImageInitialize") &&
         sym(counter_data_info, "cuptiPmSamplingGetCounterDataInfo") &&
         sym(sample_info, "cuptiPmSamplingCounterDataGetSampleInfo") &&
-        sym(host_initialize, "cuptiProfilerHostInitialize") && sym(host_deinitialize, "cuptiProfilerHostDeinitialize") &&
+        sym(host_initialize, "cuptiProfilerHostInitialize") &&
+        sym(host_deinitialize, "cuptiProfilerHostDeinitialize") &&
         sym(host_add_metrics, "cuptiProfilerHostConfigAddMetrics") &&
         sym(host_config_size, "cuptiProfilerHostGetConfigImageSize") &&
-        sym(host_config_image, "cuptiProfilerHostGetConfigImage") && sym(host_passes, "cuptiProfilerHostGetNumOfPasses") &&
+        sym(host_config_image, "cuptiProfilerHostGetConfigImage") &&
+        sym(host_passes, "cuptiProfilerHostGetNumOfPasses") &&
         sym(host_evaluate, "cuptiProfilerHostEvaluateToGpuValues") && sym(get_timestamp, "cuptiGetTimestamp");
     if (!ok) why = "CUPTI library without PM sampling (CUDA 12.6 or newer needed)";
     return ok;

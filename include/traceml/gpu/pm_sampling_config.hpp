@@ -21,7 +21,7 @@
 TRACEML_BEGIN_NAMESPACE
 
 struct pm_sampler_options {
-  int device = -1;                     ///< CUDA device index; -1: the current device
+  int device = -1;  ///< CUDA device index; -1: the current device
   /// Sampling interval: 1 ms, as Kineto samples. Decoding costs a fixed part per pass plus about
   /// 25 us per sample on an H200 with the five default counters (small_steps, counters mode): at
   /// 100 us it kept 38-49% of one core busy, at 500 us 11%, at 1 ms 5%, and on a host with few cores
@@ -38,8 +38,8 @@ struct pm_sampler_options {
   /// How often the worker decodes the hardware buffer (0: no worker; flush() decodes). Fewer, fuller
   /// passes cost less: at 1 ms, 200 ms passes took 5% of a core where 20 ms passes at 100 us took 49%.
   int decode_period_ms = 200;
-  bool tensor = true;                  ///< add the tensor-pipe counter when one pass allows it
-  bool dram = true;                    ///< add the DRAM-throughput counter when one pass allows it
+  bool tensor = true;  ///< add the tensor-pipe counter when one pass allows it
+  bool dram = true;    ///< add the DRAM-throughput counter when one pass allows it
 };
 
 namespace detail {
@@ -62,9 +62,10 @@ inline std::string describe_pm_failure(const std::string& step, int result, cons
   switch (result) {
     case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
     case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
-      return why + ": GPU performance counters are restricted to admin users; run as root, or load the "
-                   "driver with NVreg_RestrictProfilingToAdminUsers=0 (e.g. 'options nvidia "
-                   "NVreg_RestrictProfilingToAdminUsers=0' in /etc/modprobe.d, then reboot)";
+      return why +
+             ": GPU performance counters are restricted to admin users; run as root, or load the "
+             "driver with NVreg_RestrictProfilingToAdminUsers=0 (e.g. 'options nvidia "
+             "NVreg_RestrictProfilingToAdminUsers=0' in /etc/modprobe.d, then reboot)";
     case CUPTI_ERROR_NOT_SUPPORTED:
     case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
     case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
@@ -73,10 +74,10 @@ inline std::string describe_pm_failure(const std::string& step, int result, cons
     case CUPTI_ERROR_INVALID_OPERATION:
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
     case CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED:
-      return why + ": the counters are taken by another tool (Nsight Compute or Systems, DCGM, a second "
-                   "profiler in this process); end it, or run without it";
-    case CUPTI_ERROR_INVALID_METRIC_NAME:
-      return why + ": a counter name is not known on this GPU";
+      return why +
+             ": the counters are taken by another tool (Nsight Compute or Systems, DCGM, a second "
+             "profiler in this process); end it, or run without it";
+    case CUPTI_ERROR_INVALID_METRIC_NAME: return why + ": a counter name is not known on this GPU";
     default: break;
   }
 #else
@@ -155,7 +156,8 @@ class pm_sampling_config {
       if (auto why = pm_call_failure(api, "cuptiDeviceGetChipName", api.chip_name(&p)); !why.empty()) return why;
       chip_ = p.pChipName ? p.pChipName : "";
     }
-    auto p = cupti_params<CUpti_PmSampling_GetCounterAvailability_Params>(CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE);
+    auto p = cupti_params<CUpti_PmSampling_GetCounterAvailability_Params>(
+        CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE);
     p.deviceIndex = device;
     const char* step = "cuptiPmSamplingGetCounterAvailability";
     if (auto why = pm_call_failure(api, step, api.counter_availability(&p)); !why.empty()) return why;
@@ -217,8 +219,8 @@ class pm_sampling_config {
 
   /// A host object for `names`; its one-pass config image into `image`. False when a name is not
   /// known or the set needs more than one pass (PM sampling takes one pass only).
-  bool build_config(const pm_sampling_api& api, const std::vector<std::string>& names,
-                    std::vector<std::uint8_t>& image, CUptiResult& r) {
+  bool build_config(const pm_sampling_api& api, const std::vector<std::string>& names, std::vector<std::uint8_t>& image,
+                    CUptiResult& r) {
     auto hi = cupti_params<CUpti_Profiler_Host_Initialize_Params>(CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE);
     hi.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
     hi.pChipName = chip_.c_str();
@@ -240,21 +242,25 @@ class pm_sampling_config {
                           const std::vector<std::string>& names, std::vector<std::uint8_t>& image, CUptiResult& r) {
     std::vector<const char*> c;
     for (const auto& n : names) c.push_back(n.c_str());
-    auto am = cupti_params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
+    auto am = cupti_params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(
+        CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
     am.pHostObject = host;
     am.ppMetricNames = c.data();
     am.numMetrics = c.size();
     if ((r = api.host_add_metrics(&am)) != CUPTI_SUCCESS) return false;
-    auto sz = cupti_params<CUpti_Profiler_Host_GetConfigImageSize_Params>(CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
+    auto sz = cupti_params<CUpti_Profiler_Host_GetConfigImageSize_Params>(
+        CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
     sz.pHostObject = host;
     if ((r = api.host_config_size(&sz)) != CUPTI_SUCCESS) return false;
     image.assign(sz.configImageSize, 0);
-    auto gi = cupti_params<CUpti_Profiler_Host_GetConfigImage_Params>(CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
+    auto gi =
+        cupti_params<CUpti_Profiler_Host_GetConfigImage_Params>(CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
     gi.pHostObject = host;
     gi.configImageSize = image.size();
     gi.pConfigImage = image.data();
     if ((r = api.host_config_image(&gi)) != CUPTI_SUCCESS) return false;
-    auto np = cupti_params<CUpti_Profiler_Host_GetNumOfPasses_Params>(CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
+    auto np =
+        cupti_params<CUpti_Profiler_Host_GetNumOfPasses_Params>(CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
     np.configImageSize = image.size();
     np.pConfigImage = image.data();
     if ((r = api.host_passes(&np)) != CUPTI_SUCCESS) return false;

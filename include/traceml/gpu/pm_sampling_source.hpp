@@ -61,7 +61,6 @@ struct pm_sampling_options {
   std::int64_t launch_engine_ns = 0;
 };
 
-
 namespace detail {
 /// One source at a time takes the process's sampler: each would otherwise see only part of the samples.
 inline std::atomic<bool>& pm_sampler_claimed() {
@@ -103,7 +102,8 @@ inline clock_alignment measure_clock_alignment(pm_sampler& sampler, gpu_clock& c
   if (reach_ns > 0) {
     std::vector<pm_sample> near;
     for (const auto& x : seen)
-      if (x.end_ns + known_offset_ns >= begin - reach_ns && x.begin_ns + known_offset_ns <= end + reach_ns) near.push_back(x);
+      if (x.end_ns + known_offset_ns >= begin - reach_ns && x.begin_ns + known_offset_ns <= end + reach_ns)
+        near.push_back(x);
     seen.swap(near);
   }
   return align_clocks(seen, begin, end);
@@ -160,9 +160,7 @@ class pm_sampling_source : public gpu_source {
     if (!sampling()) return {};
     return records_as_counted{sampler_->interval_ns(), opt_.launch_engine_ns};
   }
-  bool wants_scope_hooks() const noexcept override {
-    return (inner_ && inner_->wants_scope_hooks()) || sampling();
-  }
+  bool wants_scope_hooks() const noexcept override { return (inner_ && inner_->wants_scope_hooks()) || sampling(); }
 
   /// Hot: the inner source's work, then at a step's begin one clock stamp behind its first event,
   /// on the steps the inner source times (without their events, samples cannot be placed).
@@ -250,7 +248,8 @@ class pm_sampling_source : public gpu_source {
     char counts[200];
     std::snprintf(counts, sizeof counts,
                   "; %llu samples (%.0f per s), %llu dropped as irregular, %llu overflows, decoding %.1f%% of one core",
-                  static_cast<unsigned long long>(st.samples), wall_s > 0 ? static_cast<double>(st.samples) / wall_s : 0.0,
+                  static_cast<unsigned long long>(st.samples),
+                  wall_s > 0 ? static_cast<double>(st.samples) / wall_s : 0.0,
                   static_cast<unsigned long long>(st.irregular), static_cast<unsigned long long>(st.overflows),
                   wall_s > 0 ? 100.0 * static_cast<double>(st.decode_cpu_ns) / 1e9 / wall_s : 0.0);
     return s + ")" + counts;
@@ -277,7 +276,8 @@ class pm_sampling_source : public gpu_source {
       alignment_ = measure_clock_alignment(*sampler_, clock_, sampler_->interval_ns());
       if (alignment_.ok) break;
     }
-    if (!alignment_.ok) why_ = "hardware counters off: their clock could not be aligned with the GPU's (" + alignment_.why + ")";
+    if (!alignment_.ok)
+      why_ = "hardware counters off: their clock could not be aligned with the GPU's (" + alignment_.why + ")";
     return alignment_.ok;
   }
 
@@ -286,9 +286,12 @@ class pm_sampling_source : public gpu_source {
     if (!alignment_.ok || !sampling()) return;
     // Steps were all placed already: the samples taken here serve the measurement alone.
     const clock_alignment again =
-        measure_clock_alignment(*sampler_, clock_, sampler_->interval_ns(), alignment_.offset_ns, 2 * clock_calibration_burst_ns(sampler_->interval_ns()));
-    if (again.ok) drift_ns_ = again.offset_ns - alignment_.offset_ns;
-    else drift_measured_ = false;
+        measure_clock_alignment(*sampler_, clock_, sampler_->interval_ns(), alignment_.offset_ns,
+                                2 * clock_calibration_burst_ns(sampler_->interval_ns()));
+    if (again.ok)
+      drift_ns_ = again.offset_ns - alignment_.offset_ns;
+    else
+      drift_measured_ = false;
   }
 
   /// The step's GPU clock from its stamp (once the step's events completed, the stamp ran).
@@ -350,16 +353,16 @@ class pm_sampling_source : public gpu_source {
   std::unique_ptr<gpu_source> inner_;
   pm_sampling_options opt_;
   std::string name_, why_;
-  pm_sampler* sampler_ = nullptr;                   // the process's, while this source holds it
-  pm_sampler_stats base_stats_;                     // its counts when this source took it
-  std::int64_t taken_ns_ = 0;                       // and when
+  pm_sampler* sampler_ = nullptr;  // the process's, while this source holds it
+  pm_sampler_stats base_stats_;    // its counts when this source took it
+  std::int64_t taken_ns_ = 0;      // and when
   gpu_clock clock_;
-  detail::mutex mu_;                                // guards stamps_ (hooks vs collect)
+  detail::mutex mu_;                                                      // guards stamps_ (hooks vs collect)
   std::unordered_map<std::int32_t, int> stamps_ TRACEML_GUARDED_BY(mu_);  // step -> clock slot
-  std::deque<held_step> held_;                      // collect() only (one caller at a time)
-  std::vector<pm_sample> samples_;                  // sorted, on the GPU's clock; collect() only
-  std::int64_t released_end_ns_ = -1;               // GPU-clock end of the last step released; collect() only
-  clock_alignment alignment_;                       // samples' clock -> GPU clock, measured at start
+  std::deque<held_step> held_;                                            // collect() only (one caller at a time)
+  std::vector<pm_sample> samples_;                                        // sorted, on the GPU's clock; collect() only
+  std::int64_t released_end_ns_ = -1;  // GPU-clock end of the last step released; collect() only
+  clock_alignment alignment_;          // samples' clock -> GPU clock, measured at start
   std::int64_t drift_ns_ = 0;
   bool drift_measured_ = false;
 };

@@ -39,8 +39,11 @@ class record_switch {
   /// `sample_every` (1: every step).
   record_switch(double overhead_budget, int sample_every, std::optional<recording_schedule> schedule,
                 cupti_reader& reader)
-      : schedule_(std::move(schedule)), budget_share_(schedule_ ? 0.0 : overhead_budget),
-        sample_every_(sample_every), budget_(budget_share_), reader_(reader) {}
+      : schedule_(std::move(schedule)),
+        budget_share_(schedule_ ? 0.0 : overhead_budget),
+        sample_every_(sample_every),
+        budget_(budget_share_),
+        reader_(reader) {}
   ~record_switch() {
     if (off_event_) detail::rt::cudaEventDestroy(off_event_);
     detail::rt::cudaGetLastError();
@@ -193,7 +196,8 @@ class record_switch {
   void switch_off_after_step(cudaStream_t stream, std::uint64_t end_marker) noexcept {
     if (!sampling()) return;
     detail::lock_guard lock(mu_);
-    if (off_event_ && !detail::stream_capturing(stream) && detail::rt::cudaEventRecord(off_event_, stream) == cudaSuccess) {
+    if (off_event_ && !detail::stream_capturing(stream) &&
+        detail::rt::cudaEventRecord(off_event_, stream) == cudaSuccess) {
       off_pending_ = true;
       off_marker_ = end_marker;
       return;
@@ -207,10 +211,10 @@ class record_switch {
   const std::optional<recording_schedule> schedule_;  // decides when set (budget_share_ is then 0)
   const double budget_share_;
   const int sample_every_;
-  mutable detail::mutex mu_;       // guards everything below but the atomics (a leaf but for reader calls)
+  mutable detail::mutex mu_;  // guards everything below but the atomics (a leaf but for reader calls)
   recording_budget budget_ TRACEML_GUARDED_BY(mu_);
-  schedule_slot slot_ TRACEML_GUARDED_BY(mu_);  // the current step's place in the schedule
-  std::int32_t step_ TRACEML_GUARDED_BY(mu_) = -1;  // the current step's number
+  schedule_slot slot_ TRACEML_GUARDED_BY(mu_);           // the current step's place in the schedule
+  std::int32_t step_ TRACEML_GUARDED_BY(mu_) = -1;       // the current step's number
   std::uint64_t scheduled_ TRACEML_GUARDED_BY(mu_) = 0;  // active steps so far (schedule only)
   bool records_on_ TRACEML_GUARDED_BY(mu_) = false;
   bool off_pending_ TRACEML_GUARDED_BY(mu_) = false;  // records go off once off_event_ completed

@@ -117,7 +117,7 @@ class recording_budget {
   bool charging_next_ = false;
   int clean_since_recording_ = 0;
   std::array<std::int64_t, max_baseline_steps> baseline_{};  // a ring over the first window_ slots
-  std::uint64_t next_ = 0;                                    // untraced steps seen (next ring slot)
+  std::uint64_t next_ = 0;                                   // untraced steps seen (next ring slot)
 };
 
 TRACEML_END_NAMESPACE

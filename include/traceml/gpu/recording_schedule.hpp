@@ -73,9 +73,7 @@ class recording_schedule {
   int repeat() const noexcept { return repeat_; }
   int skip_first() const noexcept { return skip_first_; }
   /// Steps in one cycle (at least 1). 64-bit: three ints may not fit in one.
-  std::int64_t cycle_length() const noexcept {
-    return static_cast<std::int64_t>(wait_) + warmup_ + active_;
-  }
+  std::int64_t cycle_length() const noexcept { return static_cast<std::int64_t>(wait_) + warmup_ + active_; }
 
   /// Where `step` sits. Steps before 0 (outside any step) are skipped. Cost: a division.
   schedule_slot at(std::int64_t step) const noexcept {
@@ -92,9 +90,12 @@ class recording_schedule {
     }
     const std::int64_t k = n % cycle_length();
     s.cycle = cycle > INT32_MAX ? INT32_MAX : static_cast<std::int32_t>(cycle);
-    if (k < wait_) s.phase = schedule_phase::wait;
-    else if (k < static_cast<std::int64_t>(wait_) + warmup_) s.phase = schedule_phase::warmup;
-    else s.phase = schedule_phase::active;
+    if (k < wait_)
+      s.phase = schedule_phase::wait;
+    else if (k < static_cast<std::int64_t>(wait_) + warmup_)
+      s.phase = schedule_phase::warmup;
+    else
+      s.phase = schedule_phase::active;
     s.last_active = k == cycle_length() - 1;
     return s;
   }

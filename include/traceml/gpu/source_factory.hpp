@@ -31,8 +31,8 @@ TRACEML_BEGIN_NAMESPACE
 
 /// What make_best_gpu_source tries, and the hooks both sources share.
 struct gpu_source_options {
-  bool cupti = true;               ///< try kernel attribution first
-  cupti_options cupti_opts;        ///< its stream provider and memory sampler are overwritten below
+  bool cupti = true;         ///< try kernel attribution first
+  cupti_options cupti_opts;  ///< its stream provider and memory sampler are overwritten below
   cuda_events_options events_opts;
   stream_provider current_stream;  ///< given to whichever source is made
   memory_sampler memory;           ///< given to whichever source is made
@@ -72,7 +72,8 @@ inline std::unique_ptr<gpu_source> make_best_gpu_source(gpu_source_options o = {
     o.events_opts.memory = o.memory;
     auto ev = std::make_unique<cuda_events_source>(o.events_opts);
     if (!ev->ok()) {
-      report_once("gpu-events-off", ev->status() + "; phases are timed on the CPU");  // status() says "GPU timing off: why"
+      report_once("gpu-events-off",
+                  ev->status() + "; phases are timed on the CPU");  // status() says "GPU timing off: why"
       detail::note_no_gpu_source(ev->status() + "; phases are timed on the CPU");
       return nullptr;
     }

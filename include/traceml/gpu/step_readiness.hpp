@@ -26,10 +26,10 @@ TRACEML_BEGIN_NAMESPACE
 
 /// One step waiting for its GPU data.
 struct readiness_step {
-  bool recorded = true;               ///< kernel records were on during the step
-  std::uint64_t end_marker = 0;       ///< sequence number of its end marker; 0: none was enqueued
-  std::uint64_t flushes_at_end = 0;   ///< flushes completed when the step ended
-  bool events_done = true;            ///< its CUDA events completed (true when it has none)
+  bool recorded = true;              ///< kernel records were on during the step
+  std::uint64_t end_marker = 0;      ///< sequence number of its end marker; 0: none was enqueued
+  std::uint64_t flushes_at_end = 0;  ///< flushes completed when the step ended
+  bool events_done = true;           ///< its CUDA events completed (true when it has none)
   /// Kept by the rule between calls: the flush count after which the step is complete, set when its
   /// and its successor's end markers were first seen; 0 until then.
   std::uint64_t ready_after_flush = 0;

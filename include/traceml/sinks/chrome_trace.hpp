@@ -70,7 +70,8 @@ class chrome_trace_writer {
  public:
   chrome_trace_writer(json_writer& w, std::int64_t origin, const std::vector<thread_identity>& threads,
                       rank_identity rank = {})
-      : w_(w), origin_(origin),
+      : w_(w),
+        origin_(origin),
         rank_offset_(rank.distributed() ? rank_pid_stride * rank.rank : 0),
         prefix_(rank.distributed() ? "rank " + std::to_string(rank.rank) + ": " : std::string()) {
     for (const auto& t : threads) who_[t.index] = &t;
@@ -78,7 +79,8 @@ class chrome_trace_writer {
 
   /// Names and sort indices: the host process first (0), then GPU d (1 + d), rank by rank; threads in order of
   /// first record, each named once (an OS id the system reused for a later thread keeps one name).
-  void metadata(const std::string& run_name, const std::vector<span_record>& spans, const std::set<std::uint32_t>& devices) {
+  void metadata(const std::string& run_name, const std::vector<span_record>& spans,
+                const std::set<std::uint32_t>& devices) {
     name_meta(host_pid(), 0, "process_name", prefix_ + "traceml CPU: " + run_name);
     sort_meta(host_pid(), 0, "process_sort_index", sort_base());
     std::set<std::uint32_t> threads;
@@ -130,13 +132,22 @@ class chrome_trace_writer {
 
       if (a.step < 0 || !*a.phase_name || !linked.insert({a.step, a.microbatch, a.phase_name}).second) continue;
       const auto launcher = std::find_if(spans.begin(), spans.end(), [&](const span_record& r) {
-        return r.step == a.step && r.microbatch == a.microbatch && r.kind == a.phase && std::string(r.name) == a.phase_name;
+        return r.step == a.step && r.microbatch == a.microbatch && r.kind == a.phase &&
+               std::string(r.name) == a.phase_name;
       });
       if (launcher == spans.end()) continue;
       ++flow_id;
       w_.begin_object().member("ph", "s").member("id", flow_id).member("name", "launch").member("cat", "launch");
-      w_.member("pid", host_pid()).member("tid", tid_of(launcher->thread)).member("ts", us(launcher->begin_ns)).end_object();
-      w_.begin_object().member("ph", "f").member("bp", "e").member("id", flow_id).member("name", "launch").member("cat", "launch");
+      w_.member("pid", host_pid())
+          .member("tid", tid_of(launcher->thread))
+          .member("ts", us(launcher->begin_ns))
+          .end_object();
+      w_.begin_object()
+          .member("ph", "f")
+          .member("bp", "e")
+          .member("id", flow_id)
+          .member("name", "launch")
+          .member("cat", "launch");
       w_.member("pid", pid).member("tid", a.stream).member("ts", us(a.begin_ns)).end_object();
     }
   }

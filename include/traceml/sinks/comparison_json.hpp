@@ -34,8 +34,10 @@ inline void write_compared_run(json_writer& w, const compared_run& r) {
     write_optional_member(w, "window_ms", p.window_ms);
     write_optional_member(w, "counter_busy_ms", p.counter_busy_ms);
     const auto share = [&](const char* key, double v) {
-      if (v >= 0) w.member(key, v);
-      else w.key(key).null();
+      if (v >= 0)
+        w.member(key, v);
+      else
+        w.key(key).null();
     };
     share("counter_busy_share", p.counter_busy_share);
     share("sm_active_share", p.sm_active_share);
@@ -61,7 +63,9 @@ inline void write_compared_run(json_writer& w, const compared_run& r) {
     for (std::size_t i = 0; i < r.fb_kernels.size() && i < top_kernel_count; ++i) {
       const auto& k = r.fb_kernels[i];
       w.begin_object().member("name", k.name).member("launches", k.launches);
-      w.member("launches_per_step", k.launches_per_step).member("ms_per_step", k.ms_per_step).member("mean_us", k.mean_us);
+      w.member("launches_per_step", k.launches_per_step)
+          .member("ms_per_step", k.ms_per_step)
+          .member("mean_us", k.mean_us);
       w.end_object();
     }
     w.end_array().end_object();
@@ -77,7 +81,8 @@ inline void write_gap(json_writer& w, const gap_breakdown& g) {
   w.member("fb_idle_ms", g.fb_idle_ms).member("fb_busy_ms", g.fb_busy_ms).member("optimizer_ms", g.optimizer_ms);
   w.member("other_ms", g.other_ms).member("gpu", g.gpu).member("gpu_windows", g.gpu_windows);
   w.member("busy_from", g.busy_from == gap_breakdown::busy_source::hardware_counters ? "hardware counters"
-                        : g.busy_from == gap_breakdown::busy_source::kernel_records ? "kernel records" : "none");
+                        : g.busy_from == gap_breakdown::busy_source::kernel_records  ? "kernel records"
+                                                                                     : "none");
   if (g.slow_sm_active_pct >= 0 && g.fast_sm_active_pct >= 0)
     w.member("slow_sm_active_pct", g.slow_sm_active_pct).member("fast_sm_active_pct", g.fast_sm_active_pct);
   w.member("slow_recorded_steps", u(g.slow_recorded)).member("fast_recorded_steps", u(g.fast_recorded));

@@ -81,13 +81,17 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
   using detail::fixed_text;
   // Rows are collected first: the label column is as wide as the longest label (at least 36).
   std::vector<std::pair<std::string, std::vector<std::string>>> rows;
-  const auto row = [&](const std::string& label, const std::vector<std::string>& cells) { rows.emplace_back(label, cells); };
+  const auto row = [&](const std::string& label, const std::vector<std::string>& cells) {
+    rows.emplace_back(label, cells);
+  };
   const auto line = [&](const std::string& label, const std::function<std::string(const compared_run&)>& value) {
     std::vector<std::string> cells;
     for (const auto& r : runs) cells.push_back(r.measured_steps ? value(r) : "no steps");
     row(label, cells);
   };
-  const auto any = [&](const std::function<bool(const compared_run&)>& pred) { return std::any_of(runs.begin(), runs.end(), pred); };
+  const auto any = [&](const std::function<bool(const compared_run&)>& pred) {
+    return std::any_of(runs.begin(), runs.end(), pred);
+  };
   const auto phases = detail::compared_phase_names(runs);
   const auto phase_line = [&](const std::string& label, const std::string& phase,
                               const std::function<std::optional<double>(const compared_phase&)>& get) {
@@ -96,8 +100,12 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
       return p ? detail::optional_ms(get(*p)) : std::string("-");
     });
   };
-  const auto has_phase_value = [&](const std::string& phase, const std::function<std::optional<double>(const compared_phase&)>& get) {
-    return any([&](const compared_run& r) { const auto* p = r.find(phase); return p && get(*p).has_value(); });
+  const auto has_phase_value = [&](const std::string& phase,
+                                   const std::function<std::optional<double>(const compared_phase&)>& get) {
+    return any([&](const compared_run& r) {
+      const auto* p = r.find(phase);
+      return p && get(*p).has_value();
+    });
   };
 
   line("total s (all steps)", [](const compared_run& r) { return fixed_text(r.total_s, 1); });
@@ -106,7 +114,9 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
   line("median step ms", [](const compared_run& r) { return detail::ms_text(r.median_ms, 1); });
   line(any([](const compared_run& r) { return r.repeats > 1; }) ? "  spread (p10..p90, or repeat medians) ms"
                                                                 : "  spread p10..p90 ms",
-       [](const compared_run& r) { return detail::ms_text(r.spread_lo_ms, 1) + ".." + detail::ms_text(r.spread_hi_ms, 1); });
+       [](const compared_run& r) {
+         return detail::ms_text(r.spread_lo_ms, 1) + ".." + detail::ms_text(r.spread_hi_ms, 1);
+       });
   const auto wall = [](const compared_phase& p) { return std::optional<double>(p.wall_ms); };
   const auto gpu = [](const compared_phase& p) { return p.gpu_ms; };
   const auto kernel = [](const compared_phase& p) { return p.kernel_ms; };
@@ -118,7 +128,8 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
   if (kernels) {
     for (const auto& p : phases)
       if (has_phase_value(p, kernel)) phase_line("GPU kernel ms: ", p, kernel);
-    line("kernels per micro-batch (fwd+bwd)", [](const compared_run& r) { return fixed_text(r.kernels_per_microbatch, 0); });
+    line("kernels per micro-batch (fwd+bwd)",
+         [](const compared_run& r) { return fixed_text(r.kernels_per_microbatch, 0); });
     line("kernels per step", [](const compared_run& r) { return fixed_text(r.kernels_per_step, 0); });
     line("GPU idle % in fwd+bwd GPU windows", [](const compared_run& r) { return fixed_text(r.fb_idle_pct, 1); });
     line("recording cost per recorded step", [](const compared_run& r) {
@@ -128,12 +139,14 @@ inline std::string format_comparison_table(const std::vector<compared_run>& runs
   const bool counters = any([](const compared_run& r) { return r.counters(); });
   if (counters) {
     const auto pct = [](double v) { return v < 0 ? std::string("-") : fixed_text(v, 1); };
-    line("GPU busy % in fwd+bwd (hardware counters)", [&](const compared_run& r) { return pct(r.fb_counter_busy_pct); });
+    line("GPU busy % in fwd+bwd (hardware counters)",
+         [&](const compared_run& r) { return pct(r.fb_counter_busy_pct); });
     line("SM active % in fwd+bwd (hardware counters)", [&](const compared_run& r) { return pct(r.fb_sm_active_pct); });
   }
   if (any([](const compared_run& r) { return r.peak_allocated_bytes >= 0; }))
     line("peak allocated GiB", [](const compared_run& r) {
-      return r.peak_allocated_bytes < 0 ? std::string("-") : fixed_text(static_cast<double>(r.peak_allocated_bytes) / (1 << 30), 2);
+      return r.peak_allocated_bytes < 0 ? std::string("-")
+                                        : fixed_text(static_cast<double>(r.peak_allocated_bytes) / (1 << 30), 2);
     });
   if (any([](const compared_run& r) { return r.tokens_per_s > 0; }))
     line("tokens/s", [](const compared_run& r) { return fixed_text(r.tokens_per_s, 0); });

@@ -51,7 +51,8 @@ inline std::string idle_split_note() {
   return "kernel gaps: nothing on the GPU for under " + fixed_text(static_cast<double>(idle_kernel_gap_ns) / 1e3, 0) +
          " us between two activities; other: other work of the step ran beside the phase (another stream); "
          "host: nothing queued (longer gaps, or before the first or after the last activity); median kernel "
-         "within 0.5% (DDSketch); short: kernels under " + fixed_text(static_cast<double>(short_kernel_ns) / 1e3, 0) +
+         "within 0.5% (DDSketch); short: kernels under " +
+         fixed_text(static_cast<double>(short_kernel_ns) / 1e3, 0) +
          " us; copy: the union of the phase's copies, share of its GPU window";
 }
 
@@ -101,7 +102,8 @@ inline bool any_phase_hidden(const run_summary& s) {
 /// cost is not known (no recorded step, or no untraced step to compare with).
 inline std::string recording_cost_note(const recording_summary& r) {
   if (!r.cost) return "";
-  return "recording cost " + signed_percent(*r.cost) + " per recorded step (median of each against the untraced steps before it)";
+  return "recording cost " + signed_percent(*r.cost) +
+         " per recorded step (median of each against the untraced steps before it)";
 }
 
 /// The warning about CPU records lost to full per-thread rings: the run's count, and the steps that
@@ -113,7 +115,8 @@ inline std::string ring_full_note(const run_summary& s) {
   if (s.steps_with_lost_phases)
     out += ": " + std::to_string(s.steps_with_lost_phases) + " of " + std::to_string(s.steps) +
            " steps lost phases to a full ring, " + std::to_string(s.measured_steps_with_lost_phases) + " of the " +
-           std::to_string(s.measured_steps()) + " measured (their phase times are undercounted; each step's "
+           std::to_string(s.measured_steps()) +
+           " measured (their phase times are undercounted; each step's "
            "lost_phases is in the JSON)";
   return out;
 }

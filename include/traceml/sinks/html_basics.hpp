@@ -229,8 +229,8 @@ inline void svg_text(std::string& o, double x, double y, const std::string& cont
 }
 
 inline void svg_line(std::string& o, double x1, double y1, double x2, double y2, const char* cls) {
-  o += "<line x1=\"" + px(x1) + "\" y1=\"" + px(y1) + "\" x2=\"" + px(x2) + "\" y2=\"" + px(y2) + "\" class=\"" +
-       cls + "\"/>";
+  o += "<line x1=\"" + px(x1) + "\" y1=\"" + px(y1) + "\" x2=\"" + px(x2) + "\" y2=\"" + px(y2) + "\" class=\"" + cls +
+       "\"/>";
 }
 
 /// Horizontal value axis along the bottom of a bar chart: ticks, grid lines, labels, unit.

@@ -29,10 +29,12 @@ inline double bucket_x(const step_bucket& b) { return b.first_step + (static_cas
 
 inline std::string bucket_title(const run_result& r, const step_bucket& b, bool warm) {
   std::string t = escape(r.name);
-  if (b.steps == 1) t += " step " + std::to_string(b.first_step) + ": " + ms(b.mean_ms) + " ms";
+  if (b.steps == 1)
+    t += " step " + std::to_string(b.first_step) + ": " + ms(b.mean_ms) + " ms";
   else
-    t += " steps " + std::to_string(b.first_step) + "-" + std::to_string(b.first_step + static_cast<std::int32_t>(b.steps) - 1) +
-         ": mean " + ms(b.mean_ms) + " ms (" + ms(b.min_ms) + "-" + ms(b.max_ms) + ")";
+    t += " steps " + std::to_string(b.first_step) + "-" +
+         std::to_string(b.first_step + static_cast<std::int32_t>(b.steps) - 1) + ": mean " + ms(b.mean_ms) + " ms (" +
+         ms(b.min_ms) + "-" + ms(b.max_ms) + ")";
   return t + (warm ? " (warm-up)" : "");
 }
 
@@ -46,15 +48,16 @@ void step_time_run(std::string& o, const run_result& r, std::size_t ri, std::siz
   o += "<g class=\"run\" data-run=\"" + std::to_string(ri) + "\">";
   if (tl.size() > 1) {
     o += "<polyline fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.5\" points=\"";
-    for (std::size_t i = 0; i < tl.size(); ++i) o += (i ? " " : "") + px(x(bucket_x(tl[i]))) + "," + px(y(tl[i].mean_ms));
+    for (std::size_t i = 0; i < tl.size(); ++i)
+      o += (i ? " " : "") + px(x(bucket_x(tl[i]))) + "," + px(y(tl[i].mean_ms));
     o += "\"/>";
   }
   const auto& s = r.summary;
   if (s.step_ms.count > 0) {
-    o += "<line class=\"median\" stroke=\"" + color + "\" stroke-dasharray=\"" + run_dash(ri) + "\" x1=\"" + px(x(static_cast<double>(std::min(s.warmup_steps, n_max - 1)))) +
-         "\" y1=\"" + px(y(s.step_ms.median)) + "\" x2=\"" + px(x(static_cast<double>(s.steps - 1))) +
-         "\" y2=\"" + px(y(s.step_ms.median)) + "\"><title>" + escape(r.name) + ": median " + ms(s.step_ms.median) +
-         " ms</title></line>";
+    o += "<line class=\"median\" stroke=\"" + color + "\" stroke-dasharray=\"" + run_dash(ri) + "\" x1=\"" +
+         px(x(static_cast<double>(std::min(s.warmup_steps, n_max - 1)))) + "\" y1=\"" + px(y(s.step_ms.median)) +
+         "\" x2=\"" + px(x(static_cast<double>(s.steps - 1))) + "\" y2=\"" + px(y(s.step_ms.median)) + "\"><title>" +
+         escape(r.name) + ": median " + ms(s.step_ms.median) + " ms</title></line>";
   }
   if (markers || tl.size() == 1) {
     for (const auto& b : tl) {
@@ -175,7 +178,8 @@ inline void step_time_chart(std::string& o, const std::vector<run_result>& runs)
     swatch(o, run_color(ri));
     o += escape(runs[ri].name) + "</li>";
   }
-  o += "<li class=\"muted\">hollow dots and shaded band: warm-up steps, excluded from the statistics; dashed: each run's median over its measured steps (its own dash pattern, labelled at the right)";
+  o += "<li class=\"muted\">hollow dots and shaded band: warm-up steps, excluded from the statistics; dashed: each "
+       "run's median over its measured steps (its own dash pattern, labelled at the right)";
   if (points_max < n_max) o += "; long runs: each point is the mean of equal buckets of consecutive steps";
   if (hi_all > ya.max) o += "; points above the axis (up to " + ms(hi_all) + " ms) sit on its top edge";
   o += "</li>";
@@ -184,20 +188,20 @@ inline void step_time_chart(std::string& o, const std::vector<run_result>& runs)
 
 /// One segment of a horizontal stacked bar.
 struct bar_segment {
-  std::string label;    ///< shown in the legend and tooltip (not escaped yet)
+  std::string label;  ///< shown in the legend and tooltip (not escaped yet)
   std::string color;
-  std::string cls;      ///< "seg", "busy", "idle"
-  double value = 0;     ///< ms
+  std::string cls;   ///< "seg", "busy", "idle"
+  double value = 0;  ///< ms
 };
 
 /// One bar: a row label and its segments, left to right.
 struct bar_row {
   std::string label;
   std::string sublabel;
-  std::string right;    ///< text after the bar
+  std::string right;  ///< text after the bar
   std::vector<bar_segment> segments;
-  double marker = -1;   ///< a reference value drawn as a tick across the bar (-1: none)
-  std::string data;     ///< extra attributes for the segments (e.g. data-run="0")
+  double marker = -1;  ///< a reference value drawn as a tick across the bar (-1: none)
+  std::string data;    ///< extra attributes for the segments (e.g. data-run="0")
 };
 
 /// Horizontal stacked bars on one shared ms scale (so bars of different runs compare by length).
@@ -232,15 +236,17 @@ inline void bar_chart(std::string& o, const std::string& id, const std::string& 
     double cur = left;
     for (const auto& seg : row.segments) {
       const double w = std::max(0.0, seg.value) * bar_plot_width / a.max;
-      o += "\n<rect class=\"" + seg.cls + "\" " + row.data + " data-phase=\"" + escape(seg.label) + "\" x=\"" + px(cur) +
-           "\" y=\"" + px(y) + "\" width=\"" + px(w) + "\" height=\"" + px(bar_height) + "\" fill=\"" + seg.color +
-           "\"><title>" + escape(row.label) + (row.sublabel.empty() ? "" : " \xC2\xB7 " + escape(row.sublabel)) + ": " +
-           escape(seg.label) + " " + ms(seg.value) + " ms</title></rect>";
+      o += "\n<rect class=\"" + seg.cls + "\" " + row.data + " data-phase=\"" + escape(seg.label) + "\" x=\"" +
+           px(cur) + "\" y=\"" + px(y) + "\" width=\"" + px(w) + "\" height=\"" + px(bar_height) + "\" fill=\"" +
+           seg.color + "\"><title>" + escape(row.label) +
+           (row.sublabel.empty() ? "" : " \xC2\xB7 " + escape(row.sublabel)) + ": " + escape(seg.label) + " " +
+           ms(seg.value) + " ms</title></rect>";
       // A value is printed only where it fits (about 7 px per character).
       const std::string v = ms(seg.value);
       // White on the phase colours, dark on the light grey of idle time and the residual.
       const bool light = seg.color == idle_color || seg.color == residual_color;
-      if (w >= static_cast<double>(v.size()) * 7 + 8) svg_text(o, cur + w / 2, mid, v, "middle", light ? "inbar-dark" : "inbar");
+      if (w >= static_cast<double>(v.size()) * 7 + 8)
+        svg_text(o, cur + w / 2, mid, v, "middle", light ? "inbar-dark" : "inbar");
       cur += w;
     }
     if (row.marker >= 0) {
@@ -281,7 +287,8 @@ inline void breakdown_chart(std::string& o, const std::vector<run_result>& runs,
       const std::string color = pal.color(p.kind, p.name);
       row.segments.push_back({p.name, color, "seg", p.wall_ms.mean});
       sum += std::max(0.0, p.wall_ms.mean);
-      if (std::none_of(items.begin(), items.end(), [&](const auto& it) { return it.first == p.name && it.second == color; }))
+      if (std::none_of(items.begin(), items.end(),
+                       [&](const auto& it) { return it.first == p.name && it.second == color; }))
         items.emplace_back(p.name, color);
     }
     row.segments.push_back({"(residual)", residual_color, "seg", s.residual_ms.mean});
@@ -305,7 +312,8 @@ inline void gpu_chart(std::string& o, const std::vector<run_result>& runs, const
   std::vector<std::pair<phase_kind, std::string>> keys;
   for (const auto& r : runs)
     for (const auto& p : r.summary.phases)
-      if (has_gpu_facts(p) && std::none_of(keys.begin(), keys.end(), [&](const auto& k) { return k.first == p.kind && k.second == p.name; }))
+      if (has_gpu_facts(p) && std::none_of(keys.begin(), keys.end(),
+                                           [&](const auto& k) { return k.first == p.kind && k.second == p.name; }))
         keys.emplace_back(p.kind, p.name);
   std::vector<bar_row> rows;
   double hi = 0;
@@ -365,7 +373,7 @@ struct counter_group {
   std::string sublabel;  ///< the run, when several are compared
   std::string steps;     ///< "9 of 10 steps": what the group rests on
   std::string color;
-  std::string data;      ///< extra attributes for the bars (data-run="0")
+  std::string data;  ///< extra attributes for the bars (data-run="0")
   const counter_summary* k = nullptr;
 };
 
@@ -399,8 +407,8 @@ inline void counter_group_bars(std::string& o, const counter_group& g, double le
     const double w = std::clamp(share, 0.0, 1.0) * bar_plot_width;
     o += "\n<rect class=\"counter\" " + g.data + " data-phase=\"" + escape(g.label) + "\" data-metric=\"" + cm.key +
          "\" x=\"" + px(left) + "\" y=\"" + px(top) + "\" width=\"" + px(w) + "\" height=\"" + px(counter_bar_height) +
-         "\" fill=\"" + g.color + "\" fill-opacity=\"" + fixed(cm.opacity, 1) + "\"><title>" + who + ": " + cm.label + " " +
-         share_pct(share) + " of the sampled GPU window, over " + escape(g.steps) + "</title></rect>";
+         "\" fill=\"" + g.color + "\" fill-opacity=\"" + fixed(cm.opacity, 1) + "\"><title>" + who + ": " + cm.label +
+         " " + share_pct(share) + " of the sampled GPU window, over " + escape(g.steps) + "</title></rect>";
     svg_text(o, left + w + 6, mid, share_percent_text(share) + "%", "start", "value");
     o += "\n";
   }

@@ -23,8 +23,9 @@ namespace html {
 /// the busy share of the step's GPU window over the recorded steps, and what recording cost.
 inline void gpu_summary_rows(std::string& o, const run_summary& s) {
   if (s.step_gpu_ms)
-    kv_row(o, "GPU time per step", ms(s.step_gpu_ms->mean) + " ms, mean over " +
-                                       steps_of(s.step_gpu_ms->count, s.step_ms.count) + " (" + gpu_time_source(s) + ")");
+    kv_row(o, "GPU time per step",
+           ms(s.step_gpu_ms->mean) + " ms, mean over " + steps_of(s.step_gpu_ms->count, s.step_ms.count) + " (" +
+               gpu_time_source(s) + ")");
   if (s.step_kernels) {
     const auto& k = *s.step_kernels;
     const std::string over = recorded_steps_note(s);
@@ -34,12 +35,14 @@ inline void gpu_summary_rows(std::string& o, const run_summary& s) {
   }
   if (s.step_counters) {
     const auto& c = *s.step_counters;
-    kv_row(o, "GPU busy (hardware counters)", share_pct(c.busy_share) + " of the step's GPU window, SM active " +
-                                                  share_pct(c.sm_active_share) + ", " + sampled_steps_note(s));
+    kv_row(o, "GPU busy (hardware counters)",
+           share_pct(c.busy_share) + " of the step's GPU window, SM active " + share_pct(c.sm_active_share) + ", " +
+               sampled_steps_note(s));
   }
   if (s.recording.cost)
-    kv_row(o, "recording cost", signed_percent(*s.recording.cost) +
-                                    " per recorded step (median of each against the untraced steps before it)");
+    kv_row(
+        o, "recording cost",
+        signed_percent(*s.recording.cost) + " per recorded step (median of each against the untraced steps before it)");
 }
 
 inline void config_and_summary(std::string& o, const run_result& r, std::size_t index) {
@@ -55,7 +58,8 @@ inline void config_and_summary(std::string& o, const run_result& r, std::size_t 
     o += "</tbody></table>\n";
   }
   o += "<table class=\"kv summary\"><caption>Summary</caption><tbody>\n";
-  kv_row(o, "steps", std::to_string(measured_steps(s)) + " measured, " + std::to_string(s.warmup_steps) + " warm-up excluded");
+  kv_row(o, "steps",
+         std::to_string(measured_steps(s)) + " measured, " + std::to_string(s.warmup_steps) + " warm-up excluded");
   if (s.step_ms.count > 0) {
     kv_row(o, "step time median", ms(s.step_ms.median) + " ms");
     kv_row(o, "step time mean", ms(s.step_ms.mean) + " ms");
@@ -67,16 +71,18 @@ inline void config_and_summary(std::string& o, const run_result& r, std::size_t 
   gpu_summary_rows(o, s);
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
   if (s.peak_allocated_bytes >= 0)
-    kv_row(o, "peak GPU memory", fixed(static_cast<double>(s.peak_allocated_bytes) / gib, 2) + " GiB allocated, " +
-                                     fixed(static_cast<double>(s.peak_reserved_bytes) / gib, 2) + " GiB reserved");
+    kv_row(o, "peak GPU memory",
+           fixed(static_cast<double>(s.peak_allocated_bytes) / gib, 2) + " GiB allocated, " +
+               fixed(static_cast<double>(s.peak_reserved_bytes) / gib, 2) + " GiB reserved");
   if (const std::string lost = ring_full_note(s); !lost.empty()) kv_row(o, "<span class=\"warn\">warning</span>", lost);
   if (s.capped_records)
-    kv_row(o, "<span class=\"warn\">warning</span>", std::to_string(s.capped_records) +
-                                                        " CPU records of other threads left out at step ends "
-                                                        "(over max_other_thread_records)");
+    kv_row(o, "<span class=\"warn\">warning</span>",
+           std::to_string(s.capped_records) +
+               " CPU records of other threads left out at step ends "
+               "(over max_other_thread_records)");
   if (s.overlapping_steps)
-    kv_row(o, "<span class=\"warn\">warning</span>", std::to_string(s.overlapping_steps) +
-                                                        " steps ignored (began while another step was open)");
+    kv_row(o, "<span class=\"warn\">warning</span>",
+           std::to_string(s.overlapping_steps) + " steps ignored (began while another step was open)");
   if (s.dropped_gpu_records)
     kv_row(o, "<span class=\"warn\">warning</span>", std::to_string(s.dropped_gpu_records) + " GPU records dropped");
   if (s.unattributed_kernels) kv_row(o, "unattributed kernels", std::to_string(s.unattributed_kernels));
@@ -99,8 +105,8 @@ inline void comparison_table(std::string& o, const std::vector<run_result>& runs
   const double fastest = fastest_median_ms(runs);
   o += "<table class=\"data\" id=\"comparison-table\">\n<caption>Statistics over each run's measured steps; "
        "the ratio is of median step times</caption>\n";
-  header_row(o, {"run", "steps", "median ms", "mean ms", "p10 ms", "p90 ms", "std ms", "throughput",
-                 "median / fastest"});
+  header_row(o,
+             {"run", "steps", "median ms", "mean ms", "p10 ms", "p90 ms", "std ms", "throughput", "median / fastest"});
   o += "<tbody>\n";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& s = runs[i].summary;
@@ -143,14 +149,15 @@ inline std::string counter_share_cells(const std::optional<counter_summary>& k) 
 /// counters' shares when the run was sampled.
 inline void phase_table(std::string& o, const run_result& r, const phase_palette& pal) {
   const auto& s = r.summary;
-  const bool gpu = s.step_gpu_ms.has_value() ||
-                   std::any_of(s.phases.begin(), s.phases.end(), [](const phase_summary& p) { return p.gpu_ms.has_value(); });
+  const bool gpu =
+      s.step_gpu_ms.has_value() ||
+      std::any_of(s.phases.begin(), s.phases.end(), [](const phase_summary& p) { return p.gpu_ms.has_value(); });
   const bool counters = counters_measured(r);
   o += "<table class=\"data phases\">\n<caption>Wall time over the " + std::to_string(s.step_ms.count) +
        " measured steps (a step without the phase counts 0 ms); share: mean / mean step";
   if (gpu)
-    o += "; gpu ms: mean GPU time between the phase's boundaries, over " + steps_of(gpu_time_steps(s), s.step_ms.count) +
-         " (" + gpu_time_source(s) + ")";
+    o += "; gpu ms: mean GPU time between the phase's boundaries, over " +
+         steps_of(gpu_time_steps(s), s.step_ms.count) + " (" + gpu_time_source(s) + ")";
   if (counters) {
     o += "; GPU busy, SM active, tensor, DRAM: shares of the sampled GPU window from hardware counters, over " +
          steps_of(counter_steps(s), s.step_ms.count) + " (sampled)";
@@ -158,7 +165,8 @@ inline void phase_table(std::string& o, const run_result& r, const phase_palette
     if (!coarse.empty()) o += "; " + escape(coarse);
   }
   o += "</caption>\n";
-  std::vector<std::string> head = {"phase", "median ms", "mean ms", "p10 ms", "p90 ms", "min ms", "max ms", "std ms", "share"};
+  std::vector<std::string> head = {"phase",  "median ms", "mean ms", "p10 ms", "p90 ms",
+                                   "min ms", "max ms",    "std ms",  "share"};
   if (gpu) head.emplace_back("gpu ms");
   if (counters)
     for (const char* h : {"GPU busy", "SM active", "tensor", "DRAM"}) head.emplace_back(h);
@@ -193,7 +201,8 @@ inline void outside_steps_table(std::string& o, const run_result& r) {
   const auto& x = r.summary.outside_steps;
   if (x.empty()) return;
   o += "<table class=\"data outside-steps\">\n<caption>Outside steps: phases recorded while no step was open, and "
-       "the time between steps (" + share_pct(x.gap_share) + " of the " + ms(x.steps_span_ms) +
+       "the time between steps (" +
+       share_pct(x.gap_share) + " of the " + ms(x.steps_span_ms) +
        " ms from the first step's start to the last step's end; " + std::to_string(x.epoch_marks) +
        " epoch marks)</caption>\n";
   header_row(o, {"outside steps", "count", "total ms", "mean ms", "max ms"});
@@ -259,8 +268,10 @@ inline void agreement_table(std::string& o, const std::vector<run_result>& runs,
   o += "</table>\n";
   if (launch)
     o += "<p class=\"muted\">records as counted: every record of the step and its boundary markers as the counters "
-         "would count them inside the phase: averaged over samples of " + fixed_text(modelled->summary.counted_interval_us, 0) +
-         " us (busy next to a short window leaks into it), each operation begun " + fixed_text(modelled->summary.launch_engine_us, 2) +
+         "would count them inside the phase: averaged over samples of " +
+         fixed_text(modelled->summary.counted_interval_us, 0) +
+         " us (busy next to a short window leaks into it), each operation begun " +
+         fixed_text(modelled->summary.launch_engine_us, 2) +
          " us earlier (the engine's set-up, which the counters count and a record does not).</p>\n";
 }
 
@@ -310,7 +321,7 @@ inline void gpu_tables(std::string& o, const run_result& r) {
   o += "<table class=\"data gpu\">\n<caption>Mean per step " + over +
        ": the phase's wall time and GPU window on those steps; busy + idle = the GPU window</caption>\n";
   const bool hidden = any_phase_hidden(s);
-  std::vector<std::string> header = {"phase",    "wall ms",      "GPU window ms", "kernel ms",          "busy ms",
+  std::vector<std::string> header = {"phase",   "wall ms",    "GPU window ms", "kernel ms",          "busy ms",
                                      "idle ms", "busy share", "kernels/step",  "kernels/micro-batch"};
   if (hidden) header.push_back("hidden share");
   header_row(o, header);

@@ -46,8 +46,10 @@ inline void write_stats_member(json_writer& w, const char* key, const std::optio
 /// A summary figure that may not have been measured (-1): null then, so that the key is always there
 /// and a reader cannot take a missing measurement for a zero.
 inline void member_or_null(json_writer& w, const char* key, double value) {
-  if (value >= 0) w.member(key, value);
-  else w.key(key).null();
+  if (value >= 0)
+    w.member(key, value);
+  else
+    w.key(key).null();
 }
 
 /// A window's hardware-counter samples, written only where they reached it: the time they covered,
@@ -103,9 +105,11 @@ inline void write_idle_split(json_writer& w, const kernel_summary& k) {
 /// One kernel_summary: every figure over the same `steps` recorded steps.
 inline void write_kernel_summary(json_writer& w, const kernel_summary& k) {
   w.begin_object().member("steps", static_cast<std::uint64_t>(k.steps));
-  const std::pair<const char*, const summary_stats*> stats[] = {{"wall_ms", &k.wall_ms},     {"window_ms", &k.window_ms},
-                                                                 {"kernel_ms", &k.kernel_ms}, {"busy_ms", &k.busy_ms},
-                                                                 {"idle_ms", &k.idle_ms}};
+  const std::pair<const char*, const summary_stats*> stats[] = {{"wall_ms", &k.wall_ms},
+                                                                {"window_ms", &k.window_ms},
+                                                                {"kernel_ms", &k.kernel_ms},
+                                                                {"busy_ms", &k.busy_ms},
+                                                                {"idle_ms", &k.idle_ms}};
   for (const auto& [key, st] : stats) {
     w.key(key);
     write_stats(w, *st);
@@ -117,7 +121,9 @@ inline void write_kernel_summary(json_writer& w, const kernel_summary& k) {
   w.key("top_kernels").begin_array();
   for (const auto& f : k.top_kernels) {
     w.begin_object().member("name", f.name).member("launches", f.launches);
-    w.member("launches_per_step", f.launches_per_step).member("ms_per_step", f.ms_per_step).member("mean_us", f.mean_us);
+    w.member("launches_per_step", f.launches_per_step)
+        .member("ms_per_step", f.ms_per_step)
+        .member("mean_us", f.mean_us);
     w.end_object();
   }
   w.end_array().end_object();
@@ -171,7 +177,8 @@ inline void write_step(json_writer& w, const step_result& st, std::optional<bool
                        const std::string* run_name = nullptr, rank_identity rank = {}) {
   w.begin_object();
   if (run_name) w.member("run", *run_name);
-  if (rank.distributed()) w.member("rank", rank.rank).member("world_size", rank.world_size);  // each line says whose it is
+  if (rank.distributed())
+    w.member("rank", rank.rank).member("world_size", rank.world_size);  // each line says whose it is
   w.member("step", st.step).member("wall_ms", st.wall_ms).member("residual_ms", st.residual_ms);
   w.member("microbatches", st.microbatches).member("lost_phases", st.lost_phases);
   if (warmup) w.member("warmup", *warmup);  // known only once the run's length is known
@@ -229,7 +236,8 @@ inline void write_phase_summary(json_writer& w, const phase_summary& p) {
 
 inline void write_summary(json_writer& w, const run_summary& s) {
   w.begin_object();
-  w.member("steps", static_cast<std::uint64_t>(s.steps)).member("warmup_steps", static_cast<std::uint64_t>(s.warmup_steps));
+  w.member("steps", static_cast<std::uint64_t>(s.steps))
+      .member("warmup_steps", static_cast<std::uint64_t>(s.warmup_steps));
   w.key("step_ms");
   write_stats(w, s.step_ms);
   w.key("residual_ms");
@@ -290,7 +298,8 @@ inline void write_run_json(detail::json_writer& w, const run_result& run) {
     w.member("mean_ms", b.mean_ms).member("min_ms", b.min_ms).member("max_ms", b.max_ms);
     if (b.memory_steps > 0)
       w.member("memory_steps", static_cast<std::uint64_t>(b.memory_steps)).member("allocated_bytes", b.allocated_bytes);
-    w.member("untraced_steps", static_cast<std::uint64_t>(b.untraced_steps)).member("untraced_mean_ms", b.untraced_mean_ms);
+    w.member("untraced_steps", static_cast<std::uint64_t>(b.untraced_steps))
+        .member("untraced_mean_ms", b.untraced_mean_ms);
     w.end_object();
   }
   w.end_array();
@@ -312,13 +321,16 @@ inline void write_run_json(detail::json_writer& w, const run_result& run) {
   if (run.steps.size() == run.summary.steps) {
     detail::json_writer lw(list);
     lw.begin_array();
-    for (std::size_t i = 0; i < run.steps.size(); ++i) detail::write_step(lw, run.steps[i], i < run.summary.warmup_steps);
+    for (std::size_t i = 0; i < run.steps.size(); ++i)
+      detail::write_step(lw, run.steps[i], i < run.summary.warmup_steps);
     lw.end_array();
     if (list.size() > summary_step_list_max_bytes) list.clear();
   }
   w.member("steps_included", !list.empty());
-  if (list.empty()) w.key("steps").begin_array().end_array();
-  else w.key("steps").raw_value(list);
+  if (list.empty())
+    w.key("steps").begin_array().end_array();
+  else
+    w.key("steps").raw_value(list);
   w.end_object();
 }
 

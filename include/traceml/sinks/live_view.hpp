@@ -58,9 +58,7 @@ inline bool stderr_is_terminal() noexcept {
 
 /// Whether a run asked for the live view: its option, or TRACEML_LIVE=1 in the environment (so a
 /// program that never set the option can still be watched).
-inline bool live_view_requested(bool option) noexcept {
-  return option || detail::environment_wants_live_view();
-}
+inline bool live_view_requested(bool option) noexcept { return option || detail::environment_wants_live_view(); }
 
 /// Phases shown (top-level ones, in order of first appearance; later ones are left out).
 inline constexpr std::size_t live_max_phases = 8;
@@ -83,10 +81,10 @@ struct live_snapshot {
   std::size_t expected_steps = 0;  ///< 0: not known
   double elapsed_s = 0;            ///< since the view started
   double last_step_ms = 0;
-  double last_step_gpu_ms = -1;    ///< -1: not measured
+  double last_step_gpu_ms = -1;  ///< -1: not measured
   double median_step_ms = 0;
-  std::size_t median_steps = 0;    ///< the latest steps the medians rest on
-  double eta_s = -1;               ///< steps left x median step; -1: not known
+  std::size_t median_steps = 0;  ///< the latest steps the medians rest on
+  double eta_s = -1;             ///< steps left x median step; -1: not known
   std::vector<live_phase> phases;
 };
 
@@ -96,9 +94,12 @@ namespace detail {
 inline std::string duration_text(double seconds) {
   const long long total = seconds > 0 ? static_cast<long long>(seconds + 0.5) : 0;
   char buf[48];
-  if (total < 60) std::snprintf(buf, sizeof buf, "%lld s", total);
-  else if (total < 3600) std::snprintf(buf, sizeof buf, "%lld min %02lld s", total / 60, total % 60);
-  else std::snprintf(buf, sizeof buf, "%lld h %02lld min", total / 3600, (total % 3600) / 60);
+  if (total < 60)
+    std::snprintf(buf, sizeof buf, "%lld s", total);
+  else if (total < 3600)
+    std::snprintf(buf, sizeof buf, "%lld min %02lld s", total / 60, total % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lld h %02lld min", total / 3600, (total % 3600) / 60);
   return buf;
 }
 
@@ -236,8 +237,8 @@ inline std::vector<std::string> render_live_view(const live_snapshot& s) {
   for (const auto& p : s.phases) gpu = gpu || p.last_gpu_ms >= 0;
   const auto ms_cell = [](double v, std::size_t width) { return pad(v >= 0 ? fixed_text(v, 1) : "-", width); };
   const auto row = [&](const std::string& name, double last, double last_gpu, double median) {
-    return pad(detail::cut(detail::printable(name), 16), 17, true) + ms_cell(last, 9) + (gpu ? ms_cell(last_gpu, 9) : "") +
-           ms_cell(median, 11);
+    return pad(detail::cut(detail::printable(name), 16), 17, true) + ms_cell(last, 9) +
+           (gpu ? ms_cell(last_gpu, 9) : "") + ms_cell(median, 11);
   };
   lines.push_back(pad("phase", 17, true) + pad("last ms", 9) + (gpu ? pad("gpu ms", 9) : "") + pad("median ms", 11));
   for (const auto& p : s.phases) lines.push_back(row(p.name, p.last_ms, p.last_gpu_ms, p.median_ms));
@@ -250,11 +251,11 @@ inline std::vector<std::string> render_live_view(const live_snapshot& s) {
 /// their own clock and writer, say whether there is a terminal, and call tick() themselves.
 struct live_view_options {
   std::string run_name = "run";
-  std::size_t expected_steps = 0;          ///< 0: not known (no "of N", no ETA)
-  bool terminal = stderr_is_terminal();    ///< drawn only on a terminal
-  std::int64_t interval_ns = 500'000'000;  ///< at most one redraw per interval (twice a second)
-  bool background = true;                  ///< a thread redraws; false: the owner calls tick()
-  std::function<std::int64_t()> clock;     ///< monotonic nanoseconds; default: steady_clock
+  std::size_t expected_steps = 0;                 ///< 0: not known (no "of N", no ETA)
+  bool terminal = stderr_is_terminal();           ///< drawn only on a terminal
+  std::int64_t interval_ns = 500'000'000;         ///< at most one redraw per interval (twice a second)
+  bool background = true;                         ///< a thread redraws; false: the owner calls tick()
+  std::function<std::int64_t()> clock;            ///< monotonic nanoseconds; default: steady_clock
   std::function<void(const std::string&)> write;  ///< default: to stderr, flushed
 };
 
@@ -264,10 +265,11 @@ class live_view {
  public:
   explicit live_view(live_view_options o) : o_(std::move(o)) {
     if (!o_.clock) o_.clock = [] { return detail::steady_ns(); };
-    if (!o_.write) o_.write = [](const std::string& text) {
-      std::fputs(text.c_str(), stderr);
-      std::fflush(stderr);
-    };
+    if (!o_.write)
+      o_.write = [](const std::string& text) {
+        std::fputs(text.c_str(), stderr);
+        std::fflush(stderr);
+      };
     on_ = o_.terminal;
     if (!on_) {
       report_once("live-view-no-terminal", "live view off: stderr is not a terminal");
@@ -300,8 +302,8 @@ class live_view {
       detail::lock_guard lock(mu_);
       copy = board_;
     }
-    const auto snapshot = detail::make_live_snapshot(copy, o_.run_name, o_.expected_steps,
-                                                     static_cast<double>(now_ns - start_ns_) / 1e9);
+    const auto snapshot =
+        detail::make_live_snapshot(copy, o_.run_name, o_.expected_steps, static_cast<double>(now_ns - start_ns_) / 1e9);
     const auto lines = render_live_view(snapshot);
     o_.write(detail::live_frame(lines, lines_drawn_));
     lines_drawn_ = lines.size();

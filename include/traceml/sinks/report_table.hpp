@@ -32,8 +32,10 @@ inline std::string printable(std::string_view s, bool keep_newlines = false) {
   for (std::size_t i = 0; i < s.size();) {
     const unsigned char b = byte(i);
     if (b < 0x80) {
-      if ((b < 0x20 && !(keep_newlines && b == '\n')) || b == 0x7f) escaped("\\x", b);
-      else out += static_cast<char>(b);
+      if ((b < 0x20 && !(keep_newlines && b == '\n')) || b == 0x7f)
+        escaped("\\x", b);
+      else
+        out += static_cast<char>(b);
       ++i;
       continue;
     }
@@ -113,7 +115,9 @@ struct counter_columns {
   double interval_us = 0, launch_us = 0;
 
   explicit counter_columns(const run_summary& s)
-      : agreement_steps(counters_and_records_steps(s)), interval_us(s.counted_interval_us), launch_us(s.launch_engine_us) {}
+      : agreement_steps(counters_and_records_steps(s)),
+        interval_us(s.counted_interval_us),
+        launch_us(s.launch_engine_us) {}
   bool agreement() const noexcept { return agreement_steps > 0; }
   bool as_counted() const noexcept { return agreement() && interval_us > 0 && launch_us > 0; }
 };
@@ -163,8 +167,9 @@ inline std::string idle_split_block(const run_summary& s) {
 /// counters); rec. counters/kernels %: GPU busy from counters and from kernel records on the same 1
 /// recorded step; samples covered 100.0% of the step's GPU window".
 inline std::string counter_footer(const run_summary& s, const counter_columns& c) {
-  std::string out = "busy ms, busy/SM/tensor/DRAM % of the sampled GPU window: " +
-                    steps_of(counter_steps(s), s.step_ms.count) + " (sampled, hardware counters)";
+  std::string out =
+      "busy ms, busy/SM/tensor/DRAM % of the sampled GPU window: " + steps_of(counter_steps(s), s.step_ms.count) +
+      " (sampled, hardware counters)";
   if (c.agreement())
     out += "; rec. counters/kernels %: GPU busy from counters and from kernel records on the same " +
            std::to_string(c.agreement_steps) + (c.agreement_steps == 1 ? " recorded step" : " recorded steps");
@@ -229,7 +234,8 @@ inline std::string outside_steps_block(const run_summary& s) {
 inline std::string table_footer(const run_summary& s, const table_columns& c) {
   const std::size_t measured = s.step_ms.count;
   std::string out = "wall: " + steps_of(measured, 0);
-  if (c.gpu_ms) out += std::string("; gpu ms: ") + steps_of(gpu_time_steps(s), measured) + " (" + gpu_time_source(s) + ")";
+  if (c.gpu_ms)
+    out += std::string("; gpu ms: ") + steps_of(gpu_time_steps(s), measured) + " (" + gpu_time_source(s) + ")";
   if (c.kernels)
     out += std::string("; kernel ms, busy/idle % of the GPU window, kernels/step") + (c.hidden ? ", hidden %" : "") +
            ": " + steps_of(kernel_steps(s), measured) + " (recorded, CUPTI)";
@@ -263,8 +269,8 @@ inline std::string profiler_edges_line(const run_summary& s) {
 inline std::string verdict_lines(const std::vector<verdict>& vs) {
   std::string out;
   for (const auto& v : vs)
-    out += std::string("verdict ") + to_string(v.code) + ": " + detail::printable(verdict_evidence(v)) + "\n  try: " +
-           verdict_advice(v) + "\n";
+    out += std::string("verdict ") + to_string(v.code) + ": " + detail::printable(verdict_evidence(v)) +
+           "\n  try: " + verdict_advice(v) + "\n";
   return out;
 }
 
@@ -285,11 +291,10 @@ inline std::string format_table(const run_result& run) {
   for (const auto& p : s.phases)
     out += detail::phase_label(p) + detail::wall_cells(p.wall_ms, p.share) +
            detail::gpu_cells(cols, p.gpu_ms, p.kernels) + "\n";
-  out += pad("(residual)", 22, true) +
-         detail::wall_cells(s.residual_ms, residual_share(s)) + "\n";
+  out += pad("(residual)", 22, true) + detail::wall_cells(s.residual_ms, residual_share(s)) + "\n";
   out += rule + "\n";
-  out += pad("step", 22, true) + detail::wall_cells(s.step_ms, 1) + detail::gpu_cells(cols, s.step_gpu_ms, s.step_kernels, true) +
-         "\n";
+  out += pad("step", 22, true) + detail::wall_cells(s.step_ms, 1) +
+         detail::gpu_cells(cols, s.step_gpu_ms, s.step_kernels, true) + "\n";
   if (cols.gpu_ms || cols.kernels) out += detail::table_footer(s, cols);
   if (detail::counter_steps(s) > 0) out += "\n" + detail::counter_block(s);
   if (const std::string outside = detail::outside_steps_block(s); !outside.empty()) out += "\n" + outside;
@@ -297,8 +302,9 @@ inline std::string format_table(const run_result& run) {
   if (s.tokens_per_s > 0) out += "throughput: " + detail::fixed_text(s.tokens_per_s, 1) + " tokens/s\n";
   if (s.samples_per_s > 0) out += "throughput: " + detail::fixed_text(s.samples_per_s, 2) + " samples/s\n";
   if (s.peak_allocated_bytes >= 0)
-    out += "gpu memory: peak allocated " + detail::fixed_text(static_cast<double>(s.peak_allocated_bytes) / (1 << 30), 2) +
-           " GiB, peak reserved " + detail::fixed_text(static_cast<double>(s.peak_reserved_bytes) / (1 << 30), 2) + " GiB\n";
+    out += "gpu memory: peak allocated " +
+           detail::fixed_text(static_cast<double>(s.peak_allocated_bytes) / (1 << 30), 2) + " GiB, peak reserved " +
+           detail::fixed_text(static_cast<double>(s.peak_reserved_bytes) / (1 << 30), 2) + " GiB\n";
   if (!s.gpu_status.empty()) out += "gpu: " + s.gpu_status + "\n";
   out += verdict_lines(judge_run(s));
   if (const std::string lost = detail::ring_full_note(s); !lost.empty()) out += "warning: " + lost + "\n";

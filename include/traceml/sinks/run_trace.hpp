@@ -59,7 +59,7 @@ class run_trace {
   /// The Chrome trace of what is kept; false when it could not be written (said once, with why).
   /// Kernel names point into the GPU source's table: write before the source is released.
   bool write(const std::string& path, const std::string& run_name, const rank_identity& rank) const {
-    chrome_trace_extras extras{window_.coverage(), thread_identities(), window_.memory(), rank,
+    chrome_trace_extras extras{window_.coverage(),           thread_identities(),           window_.memory(), rank,
                                {gaps_.begin(), gaps_.end()}, {marks_.begin(), marks_.end()}};
     std::vector<span_record> spans = window_.spans();
     spans.insert(spans.end(), outside_.begin(), outside_.end());

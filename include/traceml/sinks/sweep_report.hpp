@@ -27,7 +27,8 @@ inline std::string sweep_plan_text(const sweep_result& r) {
   std::string s = std::to_string(r.repeats) + (r.repeats == 1 ? " repeat" : " repeats") + " x " +
                   std::to_string(r.steps) + " steps (" + std::to_string(r.warmup) +
                   " warm-up) per candidate, each round in the opposite order of the one before";
-  s += r.probe_steps > 0 ? "; fit probes of " + std::to_string(r.probe_steps) + " steps, not ranked" : "; no fit probes";
+  s +=
+      r.probe_steps > 0 ? "; fit probes of " + std::to_string(r.probe_steps) + " steps, not ranked" : "; no fit probes";
   return s;
 }
 
@@ -56,8 +57,9 @@ inline std::string sweep_spread_note(const sweep_result& r) {
 
 /// "Largest micro-batch that fits: 4 (probed); device memory 139.8 GiB".
 inline std::string sweep_fit_text(const sweep_result& r) {
-  std::string s = "Largest micro-batch that fits: " +
-                  (r.largest_fitting_micro_batch > 0 ? std::to_string(r.largest_fitting_micro_batch) : std::string("none"));
+  std::string s =
+      "Largest micro-batch that fits: " +
+      (r.largest_fitting_micro_batch > 0 ? std::to_string(r.largest_fitting_micro_batch) : std::string("none"));
   if (r.device_memory_bytes > 0) s += "; device memory " + gib_cell(r.device_memory_bytes) + " GiB";
   return s;
 }
@@ -72,11 +74,12 @@ inline std::string recommendation_line(const sweep_recommendation& rec) {
 inline std::string format_sweep(const sweep_result& r) {
   using detail::fixed_text;
   using detail::pad;
-  std::string out = "Schedule sweep, effective batch " + detail::sweep_batches_text(r) + ": " + detail::sweep_plan_text(r) + "\n";
+  std::string out =
+      "Schedule sweep, effective batch " + detail::sweep_batches_text(r) + ": " + detail::sweep_plan_text(r) + "\n";
   out += detail::sweep_fit_text(r) + "\n";
   const std::vector<std::size_t> w{5, 10, 7, 9, 16, 12, 12, 9, 10, 10};
-  const std::vector<std::string> head{"rank", "schedule", "batch", "median", "spread ms", "ms/example", "examples/s",
-                                      "vs best", "peak GiB", "headroom"};
+  const std::vector<std::string> head{"rank",       "schedule",   "batch",   "median",   "spread ms",
+                                      "ms/example", "examples/s", "vs best", "peak GiB", "headroom"};
   std::string line;
   for (std::size_t i = 0; i < head.size(); ++i) line += pad(head[i], w[i], i < 2);
   out += line + "\n" + std::string(line.size(), '-') + "\n";
@@ -96,7 +99,8 @@ inline std::string format_sweep(const sweep_result& r) {
     }
     out += row + "\n";
   }
-  out += "median: median step ms; " + detail::sweep_spread_note(r) + "; peak: reserved by the allocator over the measured steps\n";
+  out += "median: median step ms; " + detail::sweep_spread_note(r) +
+         "; peak: reserved by the allocator over the measured steps\n";
   out += "\n" + detail::recommendation_line(r.recommendation) + "\n";
   if (!r.recommendation.explanation.empty()) out += r.recommendation.explanation;
   return out;
@@ -155,11 +159,17 @@ inline void write_sweep_json(detail::json_writer& w, const sweep_result& r) {
     if (!c.note.empty()) w.member("note", c.note);
     if (c.ranked()) {
       w.member("ms_per_example", c.ms_per_example);
-      w.key("spread_ms_per_example").begin_array().value(c.spread_lo_ms_per_example).value(c.spread_hi_ms_per_example).end_array();
+      w.key("spread_ms_per_example")
+          .begin_array()
+          .value(c.spread_lo_ms_per_example)
+          .value(c.spread_hi_ms_per_example)
+          .end_array();
       w.member("examples_per_s", c.examples_per_s).member("ratio_to_best", c.ratio_to_best);
       w.member("peak_reserved_bytes", c.peak_reserved_bytes).member("peak_allocated_bytes", c.peak_allocated_bytes);
-      if (c.headroom >= 0) w.member("headroom", c.headroom);
-      else w.key("headroom").null();
+      if (c.headroom >= 0)
+        w.member("headroom", c.headroom);
+      else
+        w.key("headroom").null();
       w.key("column");
       detail::write_compared_run(w, c.column);
     }
@@ -168,8 +178,10 @@ inline void write_sweep_json(detail::json_writer& w, const sweep_result& r) {
   w.end_array();
   const auto& rec = r.recommendation;
   w.key("recommendation").begin_object();
-  if (rec.schedule.empty()) w.key("schedule").null();
-  else w.member("schedule", rec.schedule);
+  if (rec.schedule.empty())
+    w.key("schedule").null();
+  else
+    w.member("schedule", rec.schedule);
   w.member("confidence", to_string(rec.confidence));
   w.key("tied").begin_array();
   for (const auto& t : rec.tied) w.value(t);

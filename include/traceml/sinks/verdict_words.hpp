@@ -25,7 +25,7 @@ inline std::string verdict_steps(const verdict& v) {
   const char* what = std::string(v.source) == "kernels"    ? " with kernel records"
                      : std::string(v.source) == "counters" ? " with hardware counters"
                      : std::string(v.source) == "untraced" ? " without kernel records"
-                                                          : "";
+                                                           : "";
   return " (" + std::to_string(v.steps) + " step" + (v.steps == 1 ? "" : "s") + what + ")";
 }
 }  // namespace detail
@@ -37,34 +37,38 @@ inline std::string verdict_evidence(const verdict& v) {
   const std::string where = v.phase.empty() ? std::string() : v.phase + ": ";
   switch (v.code) {
     case verdict_code::input_bound:
-      return "the dataloader takes " + verdict_pct(v.figure("share")) + " of the step, " + verdict_num(v.figure("ms_per_step"), "%.2f") +
-             " ms per step" + detail::verdict_steps(v);
+      return "the dataloader takes " + verdict_pct(v.figure("share")) + " of the step, " +
+             verdict_num(v.figure("ms_per_step"), "%.2f") + " ms per step" + detail::verdict_steps(v);
     case verdict_code::host_bound:
       if (v.figure("mean_kernel_us") >= 0)
         return where + "the GPU is idle " + verdict_pct(v.figure("idle_share")) + " of the phase while it runs " +
-               verdict_num(v.figure("kernels_per_step"), "%.0f") + " kernels per step of " + verdict_num(v.figure("mean_kernel_us")) +
-               " us on average" + detail::verdict_steps(v);
-      return where + "the GPU is idle " + verdict_pct(v.figure("idle_share")) + " of the phase" + detail::verdict_steps(v);
+               verdict_num(v.figure("kernels_per_step"), "%.0f") + " kernels per step of " +
+               verdict_num(v.figure("mean_kernel_us")) + " us on average" + detail::verdict_steps(v);
+      return where + "the GPU is idle " + verdict_pct(v.figure("idle_share")) + " of the phase" +
+             detail::verdict_steps(v);
     case verdict_code::gpu_bound:
       return "the GPU is busy " + verdict_pct(v.figure("busy_share")) + " of the step" + detail::verdict_steps(v);
     case verdict_code::small_kernels:
-      return where + "the GPU is busy " + verdict_pct(v.figure("busy_share")) + " of the phase but the SMs are active only " +
-             verdict_pct(v.figure("sm_active_share")) + detail::verdict_steps(v);
+      return where + "the GPU is busy " + verdict_pct(v.figure("busy_share")) +
+             " of the phase but the SMs are active only " + verdict_pct(v.figure("sm_active_share")) +
+             detail::verdict_steps(v);
     case verdict_code::residual_heavy:
       return verdict_pct(v.figure("share")) + " of the step (" + verdict_num(v.figure("ms_per_step"), "%.2f") +
              " ms) lies in no phase" + detail::verdict_steps(v);
     case verdict_code::unstable:
       switch (v.why_unstable) {
         case instability::drift:
-          return "the second half of the steps is " + verdict_num(100.0 * (v.figure("second_half_over_first") - 1.0), "%+.0f") +
-                 "% against the first" + detail::verdict_steps(v);
+          return "the second half of the steps is " +
+                 verdict_num(100.0 * (v.figure("second_half_over_first") - 1.0), "%+.0f") + "% against the first" +
+                 detail::verdict_steps(v);
         case instability::bimodal:
           return "the steps fall in two groups, about " + verdict_num(v.figure("low_ms"), "%.3g") + " and " +
-                 verdict_num(v.figure("high_ms"), "%.3g") + " ms, the smaller one holding " + verdict_pct(v.figure("minority_share")) +
-                 detail::verdict_steps(v);
+                 verdict_num(v.figure("high_ms"), "%.3g") + " ms, the smaller one holding " +
+                 verdict_pct(v.figure("minority_share")) + detail::verdict_steps(v);
         case instability::spread:
-          return "steps from " + verdict_num(v.figure("p10_ms"), "%.3g") + " to " + verdict_num(v.figure("p90_ms"), "%.3g") +
-                 " ms (p10 to p90) around a median of " + verdict_num(v.figure("median_ms"), "%.3g") + " ms" + detail::verdict_steps(v);
+          return "steps from " + verdict_num(v.figure("p10_ms"), "%.3g") + " to " +
+                 verdict_num(v.figure("p90_ms"), "%.3g") + " ms (p10 to p90) around a median of " +
+                 verdict_num(v.figure("median_ms"), "%.3g") + " ms" + detail::verdict_steps(v);
         case instability::none: break;
       }
       return "the step time is not stable" + detail::verdict_steps(v);
@@ -90,8 +94,8 @@ inline std::string verdict_evidence(const verdict& v) {
     case verdict_code::memory_creep:
       return "allocated GPU memory grows from " + verdict_num(v.figure("first_quarter_mib"), "%.0f") +
              " MiB in the first quarter of the steps to " + verdict_num(v.figure("last_quarter_mib"), "%.0f") +
-             " MiB in the last (" +
-             verdict_num(100.0 * v.figure("growth_share"), "%+.0f") + "%)" + detail::verdict_steps(v);
+             " MiB in the last (" + verdict_num(100.0 * v.figure("growth_share"), "%+.0f") + "%)" +
+             detail::verdict_steps(v);
   }
   return {};
 }

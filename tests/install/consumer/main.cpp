@@ -14,10 +14,19 @@ int main() {
     TRACEML_STEP();
     for (int m = 0; m < 2; ++m) {
       TRACEML_MICROBATCH();
-      { TRACEML_PHASE(forward); work = work + 1; }
-      { TRACEML_PHASE(backward); work = work + 1; }
+      {
+        TRACEML_PHASE(forward);
+        work = work + 1;
+      }
+      {
+        TRACEML_PHASE(backward);
+        work = work + 1;
+      }
     }
-    { TRACEML_PHASE(optimizer); work = work + 1; }
+    {
+      TRACEML_PHASE(optimizer);
+      work = work + 1;
+    }
   }
   const traceml::run_result& r = prof.finish();
   const traceml::phase_time* fwd = r.steps.empty() ? nullptr : r.steps[0].find(traceml::phase_kind::forward, "forward");
