@@ -141,6 +141,7 @@ struct profiler_options {
   }
 };
 
+#if TRACEML_ENABLED  // the profiler's parts; compiled out, the profiler below records nothing
 namespace detail {
 
 /// Why a second profiler records nothing (the first one is still attached).
@@ -326,6 +327,7 @@ class step_outputs {
 };
 
 }  // namespace detail
+#endif
 
 TRACEML_BEGIN_MODE_NAMESPACE
 #if TRACEML_ENABLED
@@ -450,7 +452,8 @@ class profiler : public recording_callback, private recorder_observer {
     result_.summary.capped_records = capped_;
     result_.summary.overlapping_steps = R.overlapping_steps.load(std::memory_order_relaxed);
     result_.summary.outside_steps = outside_.summary();
-    if (outputs_.writes_trace() && !outputs_.trace().write(options_.trace_path, result_.name, result_.rank))
+    if (outputs_.writes_trace() &&
+        !outputs_.trace().write(options_.trace_path, result_.name, result_.rank, detail::thread_identities()))
       failed_outputs_.push_back(options_.trace_path);
     gpu_.reset();  // after the trace: activity names belong to the source. Shuts CUPTI down.
     if (!options_.json_path.empty() && !write_json_summary(options_.json_path, {result_}))

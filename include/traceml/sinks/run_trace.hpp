@@ -13,13 +13,13 @@
 
 #include "traceml/analysis/outside_steps.hpp"
 #include "traceml/config.hpp"
-#include "traceml/detail/recorder.hpp"
 #include "traceml/gpu/gpu_facts.hpp"
 #include "traceml/gpu/gpu_memory.hpp"
 #include "traceml/rank_identity.hpp"
 #include "traceml/record.hpp"
 #include "traceml/sinks/chrome_trace.hpp"
 #include "traceml/sinks/trace_window.hpp"
+#include "traceml/thread_identity.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
@@ -56,11 +56,17 @@ class run_trace {
   void add_gap(const step_gap& g) { bounded_push(gaps_, g, gap_limit_); }
   void add_mark(std::int64_t t) { bounded_push(marks_, t, max_outside); }
 
-  /// The Chrome trace of what is kept; false when it could not be written (said once, with why).
-  /// Kernel names point into the GPU source's table: write before the source is released.
-  bool write(const std::string& path, const std::string& run_name, const rank_identity& rank) const {
-    chrome_trace_extras extras{window_.coverage(),           thread_identities(),           window_.memory(), rank,
-                               {gaps_.begin(), gaps_.end()}, {marks_.begin(), marks_.end()}};
+  /// The Chrome trace of what is kept, its threads named by `threads` (detail::thread_identities());
+  /// false when it could not be written (said once, with why). Kernel names point into the GPU
+  /// source's table: write before the source is released.
+  bool write(const std::string& path, const std::string& run_name, const rank_identity& rank,
+             std::vector<thread_identity> threads) const {
+    chrome_trace_extras extras{window_.coverage(),
+                               std::move(threads),
+                               window_.memory(),
+                               rank,
+                               {gaps_.begin(), gaps_.end()},
+                               {marks_.begin(), marks_.end()}};
     std::vector<span_record> spans = window_.spans();
     spans.insert(spans.end(), outside_.begin(), outside_.end());
     return write_chrome_trace(path, run_name, spans, window_.activities(), extras);
