@@ -9,7 +9,7 @@ BUILD_DIR=${TRACEML_BUILD_DIR:-$ROOT/build}
 # implementation; OpenBLAS makes the CPU matrix products (and so the CPU demo) about 8x faster.
 # libgloo-dev: the headers of Gloo (built into LibTorch), for the tests whose ranks all-reduce through it.
 # python3: scripts/check_tiers.py, the include-tier check that scripts/test.sh and CI run first.
-TRACEML_PACKAGES=(cmake ninja-build g++ catch2 libcli11-dev nlohmann-json3-dev libbenchmark-dev libtorch-dev libopenblas0-pthread chromium libgloo-dev python3)
+TRACEML_PACKAGES=(cmake ninja-build g++ catch2 libcli11-dev nlohmann-json3-dev libbenchmark-dev libtorch-dev libopenblas0-pthread chromium libgloo-dev python3 tmux)
 
 install_missing_packages() {
   command -v dpkg-query >/dev/null 2>&1 || { echo "traceml: not a Debian system; install the equivalents of: ${TRACEML_PACKAGES[*]}"; return 0; }

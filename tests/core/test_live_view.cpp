@@ -1,10 +1,14 @@
 // The live view: exact text for hand-made snapshots, the numbers behind them, the redraw rate
-// limit on a fake clock, nothing drawn (and one notice) without a terminal, the profiler's wiring.
+// limit on a fake clock, redrawing in place only while nothing else wrote (a fake terminal that
+// answers where its cursor is), nothing drawn (and one notice) without a terminal, the profiler's
+// wiring. tests/core/live_view_tmux.sh checks the same in a real terminal.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,9 +31,11 @@ step_result step_of(std::int32_t n, double wall_ms, std::vector<phase_time> phas
   return s;
 }
 
-/// A live view drawn by hand (no thread) on a fake terminal: every write is kept.
+/// A live view drawn by hand (no thread) on a fake terminal: every write is kept, and its cursor
+/// reports are the `answers` given (none left: it does not answer).
 struct fake_terminal {
   std::vector<std::string> writes;
+  std::deque<std::optional<detail::cursor_position>> answers;
   std::mutex mu;  // the background-thread test writes from the view's thread
   live_view_options options(const std::string& run, std::size_t expected = 0) {
     live_view_options o;
@@ -41,6 +47,13 @@ struct fake_terminal {
     o.write = [this](const std::string& text) {
       std::lock_guard<std::mutex> lock(mu);
       writes.push_back(text);
+    };
+    o.cursor = [this]() -> std::optional<detail::cursor_position> {
+      std::lock_guard<std::mutex> lock(mu);
+      if (answers.empty()) return std::nullopt;
+      auto a = answers.front();
+      answers.pop_front();
+      return a;
     };
     return o;
   }
@@ -211,31 +224,92 @@ TEST_CASE("the snapshot's numbers come from the published steps", "[live]") {
   }
 }
 
-TEST_CASE("the live view redraws at most once per interval, over its own lines", "[live]") {
+TEST_CASE("the live view redraws at most once per interval, over its own lines while nothing else wrote", "[live]") {
   fake_terminal term;
   auto o = term.options("r");
   const std::int64_t ms = 1'000'000;
+  using detail::cursor_position;
   live_view view(o);
   REQUIRE(view.on());
-  CHECK(view.tick(0));  // the first frame at once
+  // Asked before each tick and after each frame: the cursor stays where the last frame left it.
+  term.answers = {cursor_position{10, 1}, cursor_position{11, 1}};
+  CHECK(view.tick(0));  // the first frame at once, below the cursor (at column 1: no new line first)
   REQUIRE(term.count() == 1);
-  CHECK(term.writes[0] == "\x1b[2Ktraceml live: r  waiting for the first step\n\x1b[J");
+  CHECK(term.writes[0] == "\x1b[2Ktraceml live: r  waiting for the first step\n\n\x1b[1A");
   view.publish(step_of(0, 10, {top("forward", 4)}));
+  term.answers = {cursor_position{11, 1}, cursor_position{11, 1}, cursor_position{11, 1}, cursor_position{15, 1}};
   CHECK_FALSE(view.tick(100 * ms));
   CHECK_FALSE(view.tick(499 * ms));
   CHECK(term.count() == 1);
   CHECK(view.tick(500 * ms));
   REQUIRE(term.count() == 2);
   // Up over the one line drawn before, then 5 lines: heading, column names, forward, step, medians.
-  CHECK(term.writes[1].rfind("\x1b[1F\x1b[2Ktraceml live: r  step 1  elapsed 1 s\n", 0) == 0);
+  CHECK(term.writes[1].rfind("\r\x1b[1A\x1b[2Ktraceml live: r  step 1  elapsed 1 s\n", 0) == 0);
+  CHECK(term.writes[1].substr(term.writes[1].size() - 8) == "\x1b[J\n\x1b[1A");
+  term.answers = {cursor_position{15, 1}, cursor_position{15, 1}, cursor_position{15, 1}};
   CHECK_FALSE(view.tick(999 * ms));
   CHECK(view.tick(1000 * ms));
-  CHECK(term.writes[2].rfind("\x1b[5F", 0) == 0);
-  view.stop();  // erases the 5 lines
+  CHECK(term.writes[2].rfind("\r\x1b[5A", 0) == 0);
+  term.answers = {cursor_position{15, 1}};
+  view.stop();  // nothing else wrote: erases the 5 lines
   REQUIRE(term.count() == 4);
-  CHECK(term.writes[3] == "\x1b[5F\x1b[J");
+  CHECK(term.writes[3] == "\r\x1b[5A\x1b[J");
   view.stop();  // idempotent
   CHECK(term.count() == 4);
+}
+
+TEST_CASE("the live view never draws over lines it did not draw", "[live]") {
+  fake_terminal term;
+  auto o = term.options("r");
+  const std::int64_t ms = 1'000'000;
+  using detail::cursor_position;
+  live_view view(o);
+  term.answers = {cursor_position{10, 1}, cursor_position{11, 1}};
+  REQUIRE(view.tick(0));
+  view.publish(step_of(0, 10, {top("forward", 4)}));
+
+  SECTION("the trainer keeps printing: one new frame below its lines every 10 s, none moved up") {
+    // Each tick the cursor is somewhere new: the trainer printed a line since.
+    for (int t = 1; t <= 19; ++t) {
+      term.answers = {cursor_position{11 + t, 1}};
+      CHECK_FALSE(view.tick(t * 500 * ms));
+    }
+    term.answers = {cursor_position{31, 1}, cursor_position{36, 1}};
+    CHECK(view.tick(10'000 * ms));
+    REQUIRE(term.count() == 2);
+    CHECK(term.writes[1].rfind("\x1b[2Ktraceml live: r  step 1", 0) == 0);  // at column 1: no new line first
+    CHECK(term.writes[1].find("\x1b[1A") ==
+          term.writes[1].size() - 4);  // only the frame's own end: never up over others' lines
+    CHECK(term.writes[1].find("\x1b[J") == std::string::npos);
+    // It stays: stop() leaves it (the trainer wrote after it), on a line of its own.
+    term.answers = {cursor_position{40, 9}};
+    view.stop();
+    REQUIRE(term.count() == 3);
+    CHECK(term.writes[2] == "\r\n");
+  }
+  SECTION("the trainer printed, then went quiet for an interval: a new frame below at once") {
+    term.answers = {cursor_position{14, 5}};
+    CHECK_FALSE(view.tick(500 * ms));  // moved: the trainer is writing
+    term.answers = {cursor_position{14, 5}, cursor_position{20, 1}};
+    CHECK(view.tick(1000 * ms));  // unchanged for an interval: quiet
+    REQUIRE(term.count() == 2);
+    CHECK(term.writes[1].rfind("\r\n\x1b[2Ktraceml live: r  step 1", 0) == 0);  // mid-line: a new line first
+    CHECK(term.writes[1].find("\x1b[1A") ==
+          term.writes[1].size() - 4);  // only the frame's own end: never up over others' lines
+    // From there on, in place again.
+    term.answers = {cursor_position{20, 1}, cursor_position{20, 1}};
+    CHECK(view.tick(1500 * ms));
+    CHECK(term.writes[2].rfind("\r\x1b[5A", 0) == 0);
+  }
+  SECTION("a terminal that does not answer: frames are only appended, every 10 s") {
+    CHECK_FALSE(view.tick(500 * ms));
+    CHECK_FALSE(view.tick(9'999 * ms));
+    CHECK(view.tick(10'500 * ms));
+    REQUIRE(term.count() == 2);
+    CHECK(term.writes[1].rfind("\r\n\x1b[2Ktraceml live: r  step 1", 0) == 0);
+    view.stop();
+    CHECK(term.writes.back() == "\r\n");
+  }
 }
 
 TEST_CASE("without a terminal nothing is drawn and the notice is given once", "[live]") {
@@ -261,6 +335,9 @@ TEST_CASE("the live view's thread redraws on its own and stops cleanly", "[live]
   o.background = true;
   o.interval_ns = 1'000'000;  // 1 ms: the test need not wait long
   o.clock = [] { return detail::steady_ns(); };
+  o.cursor = [] {
+    return std::optional<detail::cursor_position>(detail::cursor_position{5, 1});
+  };  // nothing else writes
   {
     live_view view(o);
     for (int i = 0; i < 20; ++i) {

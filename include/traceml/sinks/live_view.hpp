@@ -11,8 +11,17 @@
 // Threads and costs: the training thread only publishes (live_view::publish(), from the profiler at
 // step end): one lock and a few stores into a fixed board, no allocation. A background thread wakes
 // at most twice a second, copies the board under that lock, computes the medians and the ETA, and
-// redraws with ANSI cursor moves over the lines it drew last time; stop() (the profiler's finish())
-// joins it and erases the lines. render_live_view() is the pure part: snapshot in, text lines out.
+// draws; stop() (the profiler's finish()) joins it and erases the lines. render_live_view() is the
+// pure part: snapshot in, text lines out.
+//
+// It never overwrites what it did not draw. Before each redraw it asks the terminal where its
+// cursor is (the cursor position report, through /dev/tty): after a frame the cursor waits at the
+// start of a blank line of the view's own, with another blank line below it, so that it is never on
+// the screen's last row and any output moves it. Still there: nothing else wrote, and the frame is
+// redrawn in place. Elsewhere (the trainer printed): the old frame stays
+// where it is, above the trainer's lines, and a new one is drawn below them once the terminal has
+// been quiet for an interval, or every 10 s while it is not. Where the terminal cannot be asked (no
+// /dev/tty, no answer within 100 ms), frames are only ever appended, every 10 s.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -23,15 +32,21 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include <optional>
+
 #if defined(_WIN32)
 #include <io.h>
 #else
+#include <fcntl.h>
+#include <poll.h>
+#include <termios.h>
 #include <unistd.h>
 #endif
 
@@ -195,20 +210,94 @@ inline live_snapshot make_live_snapshot(const live_board& b, const std::string& 
   return s;
 }
 
-/// The escape sequences that draw `lines` over the `previous` lines drawn before (cursor up to
-/// their first line, each line cleared and rewritten, anything below cleared). The cursor ends
-/// on the line after the frame.
+/// Where a frame leaves the cursor: at the start of the blank line after it, with one more blank
+/// line below (a new line, then up one), so that the cursor is never on the screen's last row, where
+/// whole lines written by others would scroll the screen without moving it.
+inline constexpr const char* live_frame_end = "\n\x1b[1A";
+
+/// The escape sequences that draw `lines` over the frame of `previous` lines drawn before, from the
+/// view's own line below it (cursor up to the frame's first line, each line cleared and rewritten,
+/// anything below cleared), ending as live_frame_end says.
 inline std::string live_frame(const std::vector<std::string>& lines, std::size_t previous) {
-  std::string out;
-  if (previous > 0) out += "\x1b[" + std::to_string(previous) + "F";
+  std::string out = "\r";
+  if (previous > 0) out += "\x1b[" + std::to_string(previous) + "A";
   for (const auto& l : lines) out += "\x1b[2K" + l + "\n";
-  return out + "\x1b[J";
+  return out + "\x1b[J" + live_frame_end;
 }
 
-/// The escape sequences that erase a frame of `previous` lines, leaving the cursor where it began.
-inline std::string live_erase(std::size_t previous) {
-  return previous > 0 ? "\x1b[" + std::to_string(previous) + "F\x1b[J" : std::string();
+/// A new frame below what is on the terminal, leaving every line above as it is: on a fresh line
+/// when the cursor is not at column 1 (`column`: 0 when not known); ending as live_frame_end says.
+inline std::string live_block(const std::vector<std::string>& lines, int column) {
+  std::string out = column == 1 ? "" : "\r\n";
+  for (const auto& l : lines) out += "\x1b[2K" + l + "\n";
+  return out + live_frame_end;
 }
+
+/// The escape sequences that erase a frame of `previous` lines from the view's own line below it,
+/// leaving the cursor at column 1 where the frame began.
+inline std::string live_erase(std::size_t previous) { return "\r\x1b[" + std::to_string(previous) + "A\x1b[J"; }
+
+/// A position on the terminal, from 1 (the cursor position report's).
+struct cursor_position {
+  int row = 0, column = 0;
+  bool operator==(const cursor_position& o) const noexcept { return row == o.row && column == o.column; }
+};
+
+/// Parses a cursor position report, "ESC [ row ; column R"; nullopt for anything else.
+inline std::optional<cursor_position> parse_cursor_report(const std::string& reply) {
+  const auto esc = reply.rfind("\x1b[");
+  if (esc == std::string::npos) return std::nullopt;
+  int row = 0, column = 0;
+  char end = 0;
+  if (std::sscanf(reply.c_str() + esc, "\x1b[%d;%d%c", &row, &column, &end) != 3 || end != 'R' || row < 1 || column < 1)
+    return std::nullopt;
+  return cursor_position{row, column};
+}
+
+#if !defined(_WIN32)
+/// Asks the controlling terminal where its cursor is: writes the request to /dev/tty and reads the
+/// answer there with echo and line editing off for the moment it takes (at most `timeout_ms`), the
+/// terminal's settings restored after. nullopt without a terminal or an answer. A program reading
+/// its terminal at that very moment could take the answer, or lose a key typed then to it: the live
+/// view is for watching a run, not for typing into it.
+class terminal_cursor {
+ public:
+  terminal_cursor() : fd_(::open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)) {}
+  ~terminal_cursor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  terminal_cursor(const terminal_cursor&) = delete;
+  terminal_cursor& operator=(const terminal_cursor&) = delete;
+
+  std::optional<cursor_position> ask(int timeout_ms = 100) const {
+    if (fd_ < 0) return std::nullopt;
+    termios saved{};
+    if (::tcgetattr(fd_, &saved) != 0) return std::nullopt;
+    termios quiet = saved;
+    quiet.c_lflag &= static_cast<tcflag_t>(~(ICANON | ECHO));
+    quiet.c_cc[VMIN] = 0;
+    quiet.c_cc[VTIME] = 0;
+    if (::tcsetattr(fd_, TCSANOW, &quiet) != 0) return std::nullopt;
+    std::string reply;
+    if (::write(fd_, "\x1b[6n", 4) == 4) {
+      const std::int64_t until = steady_ns() + std::int64_t{timeout_ms} * 1'000'000;
+      for (std::int64_t now = steady_ns(); now < until && reply.find('R') == std::string::npos; now = steady_ns()) {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>((until - now) / 1'000'000) + 1) <= 0) break;
+        char buf[32];
+        const ssize_t n = ::read(fd_, buf, sizeof buf);
+        if (n <= 0) break;
+        reply.append(buf, static_cast<std::size_t>(n));
+      }
+    }
+    ::tcsetattr(fd_, TCSANOW, &saved);
+    return parse_cursor_report(reply);
+  }
+
+ private:
+  int fd_;
+};
+#endif
 
 }  // namespace detail
 
@@ -257,6 +346,12 @@ struct live_view_options {
   bool background = true;                         ///< a thread redraws; false: the owner calls tick()
   std::function<std::int64_t()> clock;            ///< monotonic nanoseconds; default: steady_clock
   std::function<void(const std::string&)> write;  ///< default: to stderr, flushed
+  /// Where the terminal's cursor is, asked before each redraw and after each frame; nullopt when it
+  /// cannot be known. Default: the terminal's answer through /dev/tty (detail::terminal_cursor).
+  std::function<std::optional<detail::cursor_position>()> cursor;
+  /// A new frame below the trainer's lines at most this often while the trainer keeps writing (or
+  /// the cursor cannot be known); once the terminal is quiet for an interval, at once.
+  std::int64_t append_interval_ns = 10'000'000'000;
 };
 
 /// The live view of one run. publish() is the training thread's side; the drawing happens in
@@ -275,6 +370,12 @@ class live_view {
       report_once("live-view-no-terminal", "live view off: stderr is not a terminal");
       return;
     }
+#if !defined(_WIN32)
+    if (!o_.cursor) {
+      auto terminal = std::make_shared<detail::terminal_cursor>();
+      o_.cursor = [terminal] { return terminal->ask(); };
+    }
+#endif
     start_ns_ = o_.clock();
     if (o_.background) thread_ = std::thread([this] { redraw_loop(); });
   }
@@ -293,10 +394,21 @@ class live_view {
     board_.add(st);
   }
 
-  /// Redraws when at least interval_ns passed since the last redraw (or nothing was drawn yet);
-  /// returns whether it drew. Called by the background thread; without one, by the owner.
+  /// Draws when it is time: over the last frame at most once per interval_ns while nothing else
+  /// wrote to the terminal since; otherwise a new frame below, once the terminal was quiet for an
+  /// interval or append_interval_ns after the last frame. Returns whether it drew. Called by the
+  /// background thread; without one, by the owner.
   bool tick(std::int64_t now_ns) {
-    if (!on_ || (drawn_ && now_ns - last_draw_ns_ < o_.interval_ns)) return false;
+    if (!on_) return false;
+    const std::optional<detail::cursor_position> where = o_.cursor ? o_.cursor() : std::nullopt;
+    const bool in_place = drawn_ && where && after_frame_ && *where == *after_frame_;
+    const bool quiet = where && last_seen_ && *where == *last_seen_;  // nothing written for an interval
+    last_seen_ = where;
+    if (drawn_) {
+      const std::int64_t since = now_ns - last_draw_ns_;
+      if (since < o_.interval_ns) return false;
+      if (!in_place && !quiet && since < o_.append_interval_ns) return false;
+    }
     detail::live_board copy;
     {
       detail::lock_guard lock(mu_);
@@ -305,8 +417,10 @@ class live_view {
     const auto snapshot =
         detail::make_live_snapshot(copy, o_.run_name, o_.expected_steps, static_cast<double>(now_ns - start_ns_) / 1e9);
     const auto lines = render_live_view(snapshot);
-    o_.write(detail::live_frame(lines, lines_drawn_));
+    o_.write(in_place ? detail::live_frame(lines, lines_drawn_) : detail::live_block(lines, where ? where->column : 0));
     lines_drawn_ = lines.size();
+    after_frame_ = o_.cursor ? o_.cursor() : std::nullopt;
+    last_seen_ = after_frame_;
     last_draw_ns_ = now_ns;
     drawn_ = true;
     return true;
@@ -322,8 +436,16 @@ class live_view {
     }
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
-    if (lines_drawn_ > 0) o_.write(detail::live_erase(lines_drawn_));
+    if (!drawn_) return;
+    // Erased only where nothing else wrote since the last frame; otherwise it stays, and what
+    // follows starts on a line of its own.
+    const std::optional<detail::cursor_position> where = o_.cursor ? o_.cursor() : std::nullopt;
+    if (where && after_frame_ && *where == *after_frame_)
+      o_.write(detail::live_erase(lines_drawn_));
+    else if (!where || where->column != 1)
+      o_.write("\r\n");
     lines_drawn_ = 0;
+    drawn_ = false;
   }
 
  private:
@@ -349,6 +471,8 @@ class live_view {
   bool stopped_ TRACEML_GUARDED_BY(mu_) = false;
   // Touched only by whoever calls tick() (the drawing thread), and by stop() once it has joined it.
   std::size_t lines_drawn_ = 0;
+  std::optional<detail::cursor_position> after_frame_;  // where the last frame left the cursor
+  std::optional<detail::cursor_position> last_seen_;    // where the cursor was at the last tick
   std::int64_t last_draw_ns_ = 0;
   bool drawn_ = false;
   std::thread thread_;
