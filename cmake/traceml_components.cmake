@@ -22,6 +22,24 @@
 #   A macro, not a function: like find_package's, the variables it sets (TORCH_LIBRARIES,
 #   CUDAToolkit_VERSION, ...) stay visible to the caller.
 
+# traceml_add_session_part(<source> <target> <name>)
+#   The TRACEML_OUT session's part in <source> (session.cpp, session_gpu.cpp, session_torch.cpp, in
+#   the folder _traceml_session_dir: src/ in traceml's tree, share/traceml in the package), compiled
+#   once in this build tree as the object library traceml_session_<name>, and linked into every
+#   target that links <target> but has not the TRACEML_NO_SESSION property. Nothing when
+#   _traceml_session_dir is not set (the session is off: TRACEML_SESSION=OFF) or the part exists.
+function(traceml_add_session_part source target name)
+  if(NOT _traceml_session_dir OR TARGET traceml_session_${name})
+    return()
+  endif()
+  add_library(traceml_session_${name} OBJECT "${_traceml_session_dir}/${source}")
+  target_link_libraries(traceml_session_${name} PRIVATE ${target})
+  # Not a consumer of itself; position-independent, since a shared library may link it too.
+  set_target_properties(traceml_session_${name} PROPERTIES TRACEML_NO_SESSION ON POSITION_INDEPENDENT_CODE ON)
+  set_property(TARGET ${target} APPEND PROPERTY INTERFACE_SOURCES
+    "$<BUILD_INTERFACE:$<$<NOT:$<BOOL:$<TARGET_PROPERTY:TRACEML_NO_SESSION>>>:$<TARGET_OBJECTS:traceml_session_${name}>>>")
+endfunction()
+
 # The CUDA toolkit is looked for once, by whichever part needs it first.
 macro(_traceml_find_cuda)
   if(NOT CUDAToolkit_FOUND)
@@ -70,6 +88,7 @@ macro(_traceml_add_cupti)
     target_link_libraries(traceml::cupti INTERFACE traceml::traceml ${CMAKE_DL_LIBS})
     target_compile_definitions(traceml::cupti INTERFACE TRACEML_CUPTI_LIBRARY="${_traceml_cupti_lib}"
                                                         TRACEML_CUDART_LIBRARY="${_traceml_cudart_lib}")
+    traceml_add_session_part(session_gpu.cpp traceml::cupti gpu)
     set(traceml_cupti_FOUND TRUE)
     set(traceml_cupti_NOTE "CUDA ${CUDAToolkit_VERSION}; CUPTI and the CUDA runtime loaded at run time, first from ${_traceml_cupti_lib} and ${_traceml_cudart_lib}")
   endif()
@@ -94,6 +113,7 @@ macro(_traceml_add_torch)
       if(CUDAToolkit_FOUND)
         target_include_directories(traceml::torch SYSTEM INTERFACE ${CUDAToolkit_INCLUDE_DIRS})
       endif()
+      traceml_add_session_part(session_torch.cpp traceml::torch torch)
     else()
       target_compile_definitions(traceml::torch INTERFACE TRACEML_TORCH_CUDA=0)
     endif()

@@ -11,7 +11,8 @@ The tiers, lowest first (docs/architecture.md draws them):
               sweep ranking, ranks); pure, no output
   3 sinks     sinks/: the figures written for people and programs (table, JSON, HTML, trace, live view)
   4 front     the headers a trainer includes, which wire the tiers together: profiler.hpp, session.hpp,
-              sweep.hpp, recording_window.hpp, distributed.hpp, torch_adapter.hpp, traceml.hpp
+              session_gpu.hpp, session_torch.hpp, sweep.hpp, recording_window.hpp, distributed.hpp,
+              torch_adapter.hpp, traceml.hpp
 
 A header may include its own tier or any lower one. Every header must have a tier (a new one at the
 top of include/traceml/ is named below), and every `#include "traceml/..."` or `<traceml/...>` in the
@@ -31,7 +32,8 @@ TOP_LEVEL_TIER = {
     "config.hpp": 0, "clock.hpp": 0, "phase_kind.hpp": 0, "phase_key.hpp": 0, "phase.hpp": 0, "steps.hpp": 0,
     "record.hpp": 0, "callback.hpp": 0, "thread_identity.hpp": 0, "rank_identity.hpp": 0,
     "stop_signal.hpp": 0,
-    "profiler.hpp": 4, "session.hpp": 4, "sweep.hpp": 4, "recording_window.hpp": 4,
+    "profiler.hpp": 4, "session.hpp": 4, "session_gpu.hpp": 4, "session_torch.hpp": 4, "sweep.hpp": 4,
+    "recording_window.hpp": 4,
     "distributed.hpp": 4, "torch_adapter.hpp": 4, "traceml.hpp": 4,
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]traceml/([^">]+)[">]', re.M)

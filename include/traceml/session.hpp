@@ -6,14 +6,19 @@
 //
 // How: this header registers a starter with the recorder (detail/activation.hpp). The first step
 // that begins with no profiler attached calls it; with TRACEML_OUT set it creates the folder, starts
-// a profiler writing every output there (with a GPU source where this translation unit was built
-// with traceml::cupti, and LibTorch's streams and allocator where with traceml::torch), and finishes
-// it when the program exits. Without TRACEML_OUT it says once how to turn it on.
+// a profiler writing every output there (with a GPU source where the program links the GPU part,
+// session_gpu.hpp, and LibTorch's streams and allocator where it links the LibTorch part,
+// session_torch.hpp), and finishes it when the program exits. Without TRACEML_OUT it says once how
+// to turn it on.
 //
-// Where it is compiled: once per CMake target that links traceml::traceml (an interface source,
-// src/session.cpp), so no trainer source includes the profiler and the sinks for it. Without CMake,
-// include this header in one source file. TRACEML_RUN_NAME overrides the run's name (default: the
-// program's file name).
+// Where it is compiled: once per build tree. CMake compiles src/session.cpp (this header),
+// src/session_gpu.cpp and src/session_torch.cpp once each, as object libraries, and links each into
+// every target that links traceml::traceml, traceml::cupti and a CUDA traceml::torch respectively
+// (cmake/traceml_components.cmake), so no trainer source includes the profiler and the sinks for it
+// and no target compiles them again. The parts find each other at static initialisation
+// (session_registry()). Without CMake, include this header in one source file, and
+// session_gpu.hpp / session_torch.hpp in one each where the program links CUPTI / LibTorch with CUDA.
+// TRACEML_RUN_NAME overrides the run's name (default: the program's file name).
 #pragma once
 #include "traceml/config.hpp"
 #if TRACEML_ENABLED
@@ -26,22 +31,35 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <system_error>
 
 #include "traceml/detail/activation.hpp"
 #include "traceml/detail/diagnostics.hpp"
+#include "traceml/gpu/gpu_memory.hpp"
+#include "traceml/gpu/gpu_source.hpp"
 #include "traceml/profiler.hpp"
-#if defined(TRACEML_CUPTI_LIBRARY)  // set by the traceml::cupti target
-#include "traceml/gpu/source_factory.hpp"
-#if defined(TRACEML_TORCH_CUDA) && TRACEML_TORCH_CUDA  // set by the traceml::torch target
-#include "traceml/torch_adapter.hpp"
-#endif
-#endif
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
+
+/// What the session attaches beyond the CPU profiler, filled at static initialisation by the parts
+/// the program links (session_gpu.hpp, session_torch.hpp), read when the session starts (at the
+/// first step, after every static initialiser). One for the program, whatever the modes of its parts.
+struct session_parts {
+  /// The GPU source (session_gpu.hpp), given the stream and memory sampler below where present.
+  std::unique_ptr<gpu_source> (*make_gpu_source)(std::function<void*()> current_stream,
+                                                 memory_sampler memory) = nullptr;
+  std::function<void*()> (*current_stream)() = nullptr;  ///< LibTorch's current stream (session_torch.hpp)
+  memory_sampler (*memory)() = nullptr;                  ///< LibTorch's caching allocator (session_torch.hpp)
+};
+inline session_parts& session_registry() noexcept {
+  static session_parts parts;
+  return parts;
+}
+
 TRACEML_BEGIN_MODE_NAMESPACE
 
 /// The run's name: TRACEML_RUN_NAME, else the program's file name, else "run".
@@ -216,18 +234,14 @@ inline void start_session() noexcept {
                                        "_rank<r>_*); once all have finished, merge them with: traceml ranks " +
                                        std::string(out) + "/" + file_name + "_rank*_steps.jsonl");
     auto prof = std::make_unique<profiler>(options);
-#if defined(TRACEML_CUPTI_LIBRARY)
-    gpu_source_options gpu;
-#if defined(TRACEML_TORCH_CUDA) && TRACEML_TORCH_CUDA
-    gpu.current_stream = libtorch::current_stream_provider();
-    gpu.memory = libtorch::caching_allocator_sampler();
-#endif
-    // Made before the exit handler is registered: the CUDA runtime, initialised here at the latest,
-    // registers its own teardown first, so it runs after ours.
-    prof->set_gpu_source(make_best_gpu_source(gpu));  // none: the factory noted why, for gpu.status
-#else
-    note_no_gpu_source(no_gpu_source_unlinked_status);
-#endif
+    if (const session_parts& parts = session_registry(); parts.make_gpu_source) {
+      // Made before the exit handler is registered: the CUDA runtime, initialised here at the latest,
+      // registers its own teardown first, so it runs after ours. None: the factory noted why.
+      prof->set_gpu_source(parts.make_gpu_source(parts.current_stream ? parts.current_stream() : nullptr,
+                                                 parts.memory ? parts.memory() : nullptr));
+    } else {
+      note_no_gpu_source(no_gpu_source_unlinked_status);
+    }
     session_profiler() = std::move(prof);
     // Everything the exit path reports through (diagnostics, the recorder) is never destroyed, so
     // the order of static destructors cannot reach it (detail/diagnostics.hpp, recorder.hpp).

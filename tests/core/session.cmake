@@ -12,6 +12,20 @@ if(TRACEML_SESSION)
     TRACEML_TEST_TRAINER="$<TARGET_FILE:traceml_phase_only_trainer>")
   add_dependencies(traceml_session_tests traceml_phase_only_trainer)
   catch_discover_tests(traceml_session_tests TEST_PREFIX "session: ")
+
+  # The same trainer linked with traceml::cupti: the session's GPU part (compiled once, like the
+  # session) is linked in and makes the GPU source, so its status says why there is no GPU data here
+  # rather than that the program was built without traceml::cupti.
+  if(TARGET traceml::cupti)
+    add_executable(traceml_phase_only_gpu_trainer phase_only_trainer.cpp)
+    target_link_libraries(traceml_phase_only_gpu_trainer PRIVATE traceml::cupti)
+    target_compile_options(traceml_phase_only_gpu_trainer PRIVATE ${TRACEML_TEST_WARNINGS})
+    set(_out ${CMAKE_CURRENT_BINARY_DIR}/session_gpu_output)
+    add_test(NAME "session: a traceml::cupti trainer's session has the GPU part"
+      COMMAND sh -c "rm -rf '${_out}' && TRACEML_OUT='${_out}' '$<TARGET_FILE:traceml_phase_only_gpu_trainer>' >'${_out}.log' 2>&1 &&
+        grep -q '\"status\": *\"' '${_out}/traceml_phase_only_gpu_trainer_summary.json' &&
+        ! grep -q 'built without traceml::cupti' '${_out}/traceml_phase_only_gpu_trainer_summary.json'")
+  endif()
 endif()
 
 # The phase-only MLP example (examples/minimal/phase_only.cpp), run with TRACEML_OUT: every output
