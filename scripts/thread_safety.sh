@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Clang's thread-safety analysis over traceml's headers: every header (but the LibTorch ones:
-# torch_adapter.hpp, distributed.hpp) is included into one translation unit, compiled with clang++-14
+# torch_adapter.hpp, distributed.hpp, session_torch.hpp) is included into one translation unit, compiled with clang++-14
 # -fsyntax-only -Wthread-safety -Werror=thread-safety. A member annotated TRACEML_GUARDED_BY(mu) that is
 # read or written without mu held, or a TRACEML_REQUIRES function called without it, fails the check
 # (the macros and the annotated mutex: include/traceml/detail/thread_safety.hpp).
 #
-# The GPU headers need the CUDA toolkit's headers (CUDA_HOME, default /usr/local/cuda); without them
+# The GPU headers (gpu/, session_gpu.hpp) need the CUDA toolkit's headers (CUDA_HOME, default /usr/local/cuda); without them
 # they are skipped, said so, and the rest is checked. Without clang++-14 the whole check is skipped.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,13 +22,15 @@ headers=()
 gpu_flags=()
 while IFS= read -r h; do
   case "$h" in
-    traceml/torch_adapter.hpp | traceml/distributed.hpp) continue ;;  # LibTorch
+    traceml/torch_adapter.hpp | traceml/distributed.hpp | traceml/session_torch.hpp) continue ;;  # LibTorch
+    traceml/session_gpu.hpp) continue ;;  # the CUDA toolkit's headers: with gpu/ below
   esac
   headers+=("$h")
 done < <(find traceml -name '*.hpp' ! -path 'traceml/gpu/*' | sort)
 
 if [ -f "$CUDA_HOME/include/cuda_runtime_api.h" ]; then
   while IFS= read -r h; do headers+=("$h"); done < <(find traceml/gpu -name '*.hpp' | sort)
+  headers+=(traceml/session_gpu.hpp)
   gpu_flags=(-isystem "$CUDA_HOME/include")
   [ -d "$CUDA_HOME/extras/CUPTI/include" ] && gpu_flags+=(-isystem "$CUDA_HOME/extras/CUPTI/include")
 else
