@@ -19,7 +19,7 @@ build="${1:-${root}/build-tsan}"
 jobs="${TRACEML_JOBS:-$(nproc)}"
 programs=(traceml_core_tests traceml_thread_tests traceml_nvtx_tests
           traceml_test_nvtx_injection traceml_gpu_cpu_tests traceml_gpu_status_tests traceml_session_tests
-          traceml_phase_only_trainer)
+          traceml_phase_only_trainer traceml_phase_only_gpu_trainer)
 prefixes='core|threads|nvtx|gpu-cpu|gpu-status|session'
 
 generator=()

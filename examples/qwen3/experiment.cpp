@@ -155,8 +155,17 @@ double flops_per_step(const qwen3::config& c, std::int64_t seq, std::int64_t exa
 bool is_out_of_memory(const std::exception& e) { return traceml::libtorch::is_out_of_memory(e); }
 
 std::unique_ptr<traceml::gpu_source> make_gpu_source(const experiment_options& o, const torch::Device& device) {
+  if (!device.is_cuda()) {
+    traceml::say_why_no_gpu_source(
+        "the device is the CPU (--device cpu, or no CUDA device was found): phases are "
+        "timed on the CPU");
+    return nullptr;
+  }
 #if QWEN3_WITH_GPU_SOURCES
-  if (!device.is_cuda() || o.gpu_timing == "off") return nullptr;
+  if (o.gpu_timing == "off") {
+    traceml::say_why_no_gpu_source("GPU timing off (--gpu-timing off): phases are timed on the CPU");
+    return nullptr;
+  }
   traceml::gpu_source_options g;
   g.cupti = o.gpu_timing == "auto";
   g.cupti_opts.overhead_budget = o.record_budget / 100.0;
@@ -167,8 +176,10 @@ std::unique_ptr<traceml::gpu_source> make_gpu_source(const experiment_options& o
   return traceml::make_best_gpu_source(g);
 #else
   (void)o;
-  if (device.is_cuda())
-    traceml::report_once("qwen3-no-gpu-sources", "built without CUDA/CUPTI support: phases are timed on the CPU only");
+  traceml::report_once("qwen3-no-gpu-sources", "built without CUDA/CUPTI support: phases are timed on the CPU only");
+  traceml::say_why_no_gpu_source(
+      "this example was built without CUDA/CUPTI support (no CUDA toolkit at configure time): phases are timed on "
+      "the CPU");
   return nullptr;
 #endif
 }

@@ -101,6 +101,10 @@ done
   { fail "--steps 4 --warmup 2 exited $?:"; cat "$work/err.txt"; }
 grep -q 'capped' "$work/err.txt" && fail "--steps 4 --warmup 2 said a cap"
 grep -qF "traceml: 1x2  (2 steps measured, 2 warm-up excluded)" "$work/out.txt" || { fail "--warmup 2 of 4 not kept:"; cat "$work/out.txt"; }
+# On the CPU the GPU status gives the real reason (the device), not how to link a GPU source.
+grep -qF '"status": "the device is the CPU (--device cpu, or no CUDA device was found)' "$work/half/accumulation_summary.json" ||
+  { fail "the CPU run's GPU status does not name the CPU device:"; grep -F '"status"' "$work/half/accumulation_summary.json"; }
+grep -qF 'link traceml::cupti' "$work/half/accumulation_summary.json" && fail "the CPU run's GPU status says to link traceml::cupti"
 
 # A full disk: every output is a link to /dev/full. The run trains; each output is named with the
 # reason, and the status is 1.

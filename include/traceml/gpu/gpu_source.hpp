@@ -78,4 +78,9 @@ inline std::string noted_no_gpu_source() {
 }
 }  // namespace detail
 
+/// For a program that itself chooses to attach no GPU source (it trains on the CPU, or GPU timing is
+/// switched off): every output's gpu status then gives this reason, rather than how to attach a
+/// source. Say what was chosen and how to change it, e.g. "the device is the CPU (--device cpu)".
+inline void say_why_no_gpu_source(const std::string& reason) { detail::note_no_gpu_source(reason); }
+
 TRACEML_END_NAMESPACE
