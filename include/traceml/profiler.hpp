@@ -49,6 +49,7 @@
 #include "traceml/sinks/json_summary.hpp"
 #include "traceml/sinks/live_view.hpp"
 #include "traceml/sinks/report_table.hpp"
+#include "traceml/sinks/run_output.hpp"
 #include "traceml/sinks/run_trace.hpp"
 #include "traceml/stop_signal.hpp"
 
@@ -64,7 +65,10 @@ struct profiler_options {
   std::string jsonl_path;        ///< one line per step, appended and flushed as each step ends
   std::string trace_path;        ///< Chrome/Perfetto trace, written by finish()
   std::string html_path;         ///< self-contained HTML report with charts, written by finish()
-  bool print_table = true;       ///< print the terminal table at finish()
+  /// The program's own outputs, written by finish() after the files above, each handed the finished
+  /// run (sinks/run_output.hpp); a target not written is in failed_outputs().
+  std::vector<run_output> outputs;
+  bool print_table = true;  ///< print the terminal table at finish()
   bool live = false;  ///< live view on a terminal while the run goes on (also TRACEML_LIVE=1; sinks/live_view.hpp)
   std::size_t expected_steps = 0;  ///< steps the run will take, for the live view's "of N" and ETA; 0 = not known
   /// Steps kept in memory for result().steps and the JSON summary's "steps" (the JSONL has every
@@ -167,6 +171,7 @@ inline void say_which_collects(const profiler_options& o) {
   std::string where;
   for (const std::string* p : {&o.json_path, &o.jsonl_path, &o.trace_path, &o.html_path})
     if (!p->empty()) where += (where.empty() ? "" : ", ") + *p;
+  for (const run_output& own : o.outputs) where += (where.empty() ? "" : ", ") + own.target;
   report_once("out-beside-profiler",
               std::string("TRACEML_OUT=") + out + " is set, but the program attached its own traceml::profiler ('" +
                   o.run_name + "'): that profiler collects, writing " +
@@ -270,6 +275,11 @@ class step_outputs {
   bool keeps_trace_data() const noexcept { return !o_.trace_path.empty() || o_.on_trace_ready; }
   bool writes_trace() const noexcept { return !o_.trace_path.empty(); }
   run_trace& trace() noexcept { return trace_; }
+  /// The GPU source's kernel-name table, kept by the trace and the windows past the source.
+  void keep_kernel_names(const std::shared_ptr<const kernel_name_table>& names) {
+    trace_.keep_kernel_names(names);
+    windows_.keep_kernel_names(names);
+  }
 
   /// One step, complete: its JSONL line, its spans and activities into the trace and the windows,
   /// the live view. Leaves `st` without its activities (the statistics do not need them).
@@ -383,6 +393,7 @@ class profiler : public recording_callback, private recorder_observer {
     if (acc_.steps() == 0 && waiting_.empty()) startup_ns_ = now_ns() - constructed_ns_;
     gpu_ = std::move(source);
     attribution_.keep_activities(outputs_.keeps_trace_data());
+    if (gpu_ && outputs_.keeps_trace_data()) outputs_.keep_kernel_names(gpu_->kernel_names());
     attribution_.counter_view(gpu_ ? gpu_->counter_view() : records_as_counted{});
     detail::recorder().observe_phases.store(attached_ && gpu_ && gpu_->wants_scope_hooks(), std::memory_order_relaxed);
   }
@@ -436,7 +447,7 @@ class profiler : public recording_callback, private recorder_observer {
     outputs_.steps_done();
     if (options_.on_trace_ready) {
       const std::vector<recording_window> ready = outputs_.take_ready_windows();
-      lock.unlock();  // as at a step's end; the GPU source (kernel names) is released only below
+      lock.unlock();  // as at a step's end
       detail::deliver_windows(options_, ready);
       lock.lock();
     }
@@ -452,14 +463,13 @@ class profiler : public recording_callback, private recorder_observer {
     result_.summary.capped_records = capped_;
     result_.summary.overlapping_steps = R.overlapping_steps.load(std::memory_order_relaxed);
     result_.summary.outside_steps = outside_.summary();
-    if (outputs_.writes_trace() &&
-        !outputs_.trace().write(options_.trace_path, result_.name, result_.rank, detail::thread_identities()))
-      failed_outputs_.push_back(options_.trace_path);
-    gpu_.reset();  // after the trace: activity names belong to the source. Shuts CUPTI down.
-    if (!options_.json_path.empty() && !write_json_summary(options_.json_path, {result_}))
-      failed_outputs_.push_back(options_.json_path);
-    if (!options_.html_path.empty() && !write_html_report(options_.html_path, {result_}, "traceml: " + result_.name))
-      failed_outputs_.push_back(options_.html_path);
+    // Shuts CUPTI down before the files are written: nothing below needs the source (the kernel
+    // names the trace points at are in the table the trace keeps).
+    gpu_.reset();
+    const finished_run run{result_, outputs_.writes_trace() ? &outputs_.trace() : nullptr, detail::thread_identities()};
+    detail::write_outputs(
+        detail::outputs_to_write(options_.trace_path, options_.json_path, options_.html_path, options_.outputs), run,
+        failed_outputs_);
     outputs_.close_jsonl(failed_outputs_);
     result_.summary.finish_ms = static_cast<double>(now_ns() - finish_begin_ns) / 1e6;
     if (options_.print_table) {

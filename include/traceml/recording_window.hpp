@@ -8,6 +8,7 @@
 //   };
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +35,9 @@ struct recording_window {
   std::vector<step_result> steps;
   std::vector<span_record> spans;        ///< the steps' CPU records (steps, micro-batches, phases)
   std::vector<gpu_activity> activities;  ///< their attributed kernels, copies and memsets
+  /// What the activities' kernel names point into, kept with them: a window stays readable after
+  /// the run and its GPU source are gone.
+  std::shared_ptr<const kernel_name_table> kernel_names;
 
   /// The window's step numbers, in order.
   std::vector<std::int32_t> step_numbers() const {
@@ -70,6 +74,9 @@ class window_collector {
  public:
   explicit window_collector(std::string run_name) : run_name_(std::move(run_name)) {}
 
+  /// The table the activities' kernel names point into; every window opened from here keeps it.
+  void keep_kernel_names(std::shared_ptr<const kernel_name_table> names) { names_ = std::move(names); }
+
   /// One emitted step, its CPU records and its attributed activities. Windows it closes are
   /// appended to `done`.
   void add(const step_result& st, const std::vector<span_record>& spans, const std::vector<gpu_activity>& activities,
@@ -82,6 +89,7 @@ class window_collector {
       window_ = recording_window{};
       window_.run_name = run_name_;
       window_.cycle = slot.cycle;
+      window_.kernel_names = names_;
       open_ = true;
     }
     window_.steps.push_back(st);
@@ -109,6 +117,7 @@ class window_collector {
   }
 
   std::string run_name_;
+  std::shared_ptr<const kernel_name_table> names_;
   recording_window window_;
   bool open_ = false;
   std::uint64_t windows_ = 0;

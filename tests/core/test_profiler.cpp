@@ -495,3 +495,71 @@ TEST_CASE("the trace shows OS thread ids and names, a fixed process order and a 
   }
   std::remove(o.trace_path.c_str());
 }
+
+TEST_CASE("a program's own outputs are written after the built-in ones, each handed the finished run",
+          "[profiler][outputs]") {
+  traceml_test::reset_recorder();
+  profiler_options o;
+  o.run_name = "own";
+  o.print_table = false;
+  o.warmup_steps = 0;
+  o.json_path = traceml_test::temp_path("own_summary.json");
+  o.trace_path = traceml_test::temp_path("own_trace.json");
+  o.html_path = traceml_test::temp_path("own_report.html");
+  const std::string second_trace = traceml_test::temp_path("own_trace_again.json");
+  std::vector<std::string> order;
+  std::size_t steps_seen = 0;
+  bool built_ins_on_disk = false, had_trace = false, threads_named = false;
+  o.outputs.push_back({"first.txt", [&](const finished_run& run) {
+                         order.push_back("first.txt");
+                         steps_seen = run.result.steps.size();
+                         built_ins_on_disk = std::filesystem::exists(o.json_path) &&
+                                             std::filesystem::exists(o.trace_path) &&
+                                             std::filesystem::exists(o.html_path);
+                         had_trace = run.trace != nullptr;
+                         threads_named = !run.threads.empty();
+                         // A built-in writer is a run_output too: the same trace, written again.
+                         return chrome_trace_output(second_trace).write(run);
+                       }});
+  o.outputs.push_back({"refused.csv", [&](const finished_run&) {
+                         order.push_back("refused.csv");
+                         return false;  // a writer that could not write says why itself
+                       }});
+  o.outputs.push_back({"thrower.bin", [&](const finished_run&) -> bool {
+                         order.push_back("thrower.bin");
+                         throw std::runtime_error("disk on fire");
+                       }});
+  o.outputs.push_back({"no_writer.txt", nullptr});
+  o.outputs.push_back({"last.txt", [&](const finished_run&) {
+                         order.push_back("last.txt");
+                         return true;
+                       }});
+  {
+    profiler prof(o);
+    for (int i = 0; i < 4; ++i) {
+      TRACEML_STEP();
+      TRACEML_PHASE(forward);
+      spin_for(100us);
+    }
+    prof.finish();
+    CHECK(prof.failed_outputs() == std::vector<std::string>{"refused.csv", "thrower.bin", "no_writer.txt"});
+  }
+  CHECK(order == std::vector<std::string>{"first.txt", "refused.csv", "thrower.bin", "last.txt"});
+  CHECK(steps_seen == 4);
+  CHECK(built_ins_on_disk);
+  CHECK(had_trace);
+  CHECK(threads_named);
+  const auto read = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  CHECK(json::parse(read(second_trace)) == json::parse(read(o.trace_path)));
+  bool threw_said = false, no_writer_said = false;
+  for (const auto& m : diagnostic_messages()) {
+    threw_said |= m == "the output 'thrower.bin' was not written: its writer threw: disk on fire";
+    no_writer_said |= m == "the output 'no_writer.txt' was not written: it has no writer";
+  }
+  CHECK(threw_said);
+  CHECK(no_writer_said);
+  for (const std::string& p : {o.json_path, o.trace_path, o.html_path, second_trace}) std::remove(p.c_str());
+}

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "test_helpers.hpp"
+#include "traceml/gpu/kernel_name.hpp"
 #include "traceml/gpu/recording_schedule.hpp"
 #include "traceml/recording_window.hpp"
 
@@ -327,6 +328,68 @@ TEST_CASE("on_trace_ready: a window the run ended inside arrives at finish(), cu
   CHECK(seen[0] == std::make_pair(std::vector<std::int32_t>{0, 1, 2}, true));
   CHECK(seen[1] == std::make_pair(std::vector<std::int32_t>{3, 4}, false));
   CHECK(at_finish[1]);
+}
+
+namespace {
+/// A scheduled source whose kernel names live in its own kernel_name_table, made as it runs and
+/// destroyed with it, as the CUPTI reader's are: "kernel-<step>" for each active step. Says when it
+/// is destroyed.
+struct named_source : scheduled_source {
+  named_source(recording_schedule s, bool& destroyed) : scheduled_source(s), destroyed_(destroyed) {}
+  ~named_source() override { destroyed_ = true; }
+  gpu_delivery collect(bool final) override {
+    gpu_delivery d = scheduled_source::collect(final);
+    for (auto& r : d.records) r.name = table->keep("kernel-" + std::string(r.name).substr(1));
+    return d;
+  }
+  std::shared_ptr<const kernel_name_table> kernel_names() const noexcept override { return table; }
+  std::shared_ptr<kernel_name_table> table = std::make_shared<kernel_name_table>();
+  bool& destroyed_;
+};
+}  // namespace
+
+TEST_CASE("kernel names outlive their source: the run's trace and kept windows name every kernel",
+          "[schedule][windows][profiler]") {
+  traceml_test::reset_recorder();
+  std::vector<recording_window> kept;  // kept past the run, as a program may
+  profiler_options o;
+  o.run_name = "names";
+  o.print_table = false;
+  o.warmup_steps = 0;
+  o.trace_path = traceml_test::temp_path("names_run.trace.json");
+  o.on_trace_ready = [&](const recording_window& w) { kept.push_back(w); };
+  bool destroyed = false;
+  std::weak_ptr<const kernel_name_table> table;
+  {
+    profiler prof(o);
+    auto source = std::make_unique<named_source>(recording_schedule(0, 0, 3), destroyed);  // a a L a a L
+    table = source->table;
+    prof.set_gpu_source(std::move(source));
+    for (int i = 0; i < 6; ++i) one_step();
+    prof.finish();
+    // finish() released the source (CUPTI is shut down before the files are written) and wrote the
+    // trace after that: its kernel names come from the table the trace kept.
+    CHECK(destroyed);
+    CHECK(prof.gpu() == nullptr);
+    CHECK_FALSE(table.expired());
+    const json trace = json::parse(std::ifstream(o.trace_path));
+    std::vector<std::string> names;
+    for (const auto& e : events_of(trace, 100)) names.push_back(e["name"].get<std::string>());
+    CHECK(names == std::vector<std::string>{"kernel-0", "kernel-1", "kernel-2", "kernel-3", "kernel-4", "kernel-5"});
+  }
+  // The profiler is gone too: the windows still read their kernels, each holding the table.
+  REQUIRE(kept.size() == 2);
+  REQUIRE_FALSE(table.expired());
+  CHECK(table.lock()->size() == 6);
+  for (std::size_t w = 0; w < kept.size(); ++w) {
+    CHECK(kept[w].kernel_names == table.lock());
+    REQUIRE(kept[w].activities.size() == 3);
+    for (std::size_t k = 0; k < 3; ++k)
+      CHECK(std::string(kept[w].activities[k].name) == "kernel-" + std::to_string(3 * w + k));
+  }
+  kept.clear();
+  CHECK(table.expired());  // the last holder released it
+  std::remove(o.trace_path.c_str());
 }
 
 TEST_CASE("on_trace_ready without a schedule is never called, and the run says so once", "[schedule][profiler]") {

@@ -152,6 +152,9 @@ class cupti_reader {
     clock_offset_.store(best, std::memory_order_relaxed);
   }
 
+  /// The names its kernel records point at; keep it to read them after the reader is gone.
+  std::shared_ptr<const kernel_name_table> kernel_names() const noexcept { return names_; }
+
   /// How a buffer's records are walked: cuptiActivityGetNextRecord's signature (`*record` null for
   /// the first; anything but CUPTI_SUCCESS after the last).
   using record_walker = decltype(&::cuptiActivityGetNextRecord);
@@ -326,8 +329,7 @@ class cupti_reader {
     auto it = names_by_ptr_.find(raw);
     // CUPTI shares one name pointer across a kernel's records; the strcmp guards against reuse.
     if (it != names_by_ptr_.end() && std::strcmp(it->second.first.c_str(), raw) == 0) return it->second.second;
-    const std::string shortened = shorten_kernel_name(raw);
-    const char* stable = names_.insert(shortened).first->c_str();
+    const char* stable = names_->keep(shorten_kernel_name(raw));
     names_by_ptr_[raw] = std::make_pair(std::string(raw), stable);
     return stable;
   }
@@ -352,15 +354,16 @@ class cupti_reader {
   std::atomic<std::int64_t> clock_offset_{0};
   std::atomic<std::uint64_t> refused_{0}, dropped_total_{0}, dropped_since_{0};
 
-  // Three leaf locks, never held together: pool_mu_ (the free buffers), parse_mu_ (the name
-  // tables), inbox_mu_ (parsed values not yet taken).
+  // Three leaf locks, never held together: pool_mu_ (the free buffers), parse_mu_ (the raw-name
+  // cache), inbox_mu_ (parsed values not yet taken). The name table's own lock is taken inside
+  // parse_mu_ only: a leaf.
   detail::mutex pool_mu_;
   std::vector<std::unique_ptr<std::uint8_t[]>> storage_ TRACEML_GUARDED_BY(pool_mu_);
   std::vector<std::uint8_t*> pool_ TRACEML_GUARDED_BY(pool_mu_);
   detail::mutex parse_mu_;
   std::unordered_map<const char*, std::pair<std::string, const char*>> names_by_ptr_ TRACEML_GUARDED_BY(parse_mu_);
-  // node-based: c_str() stays valid while the reader lives
-  std::unordered_set<std::string> names_ TRACEML_GUARDED_BY(parse_mu_);
+  // Shared with the run's outputs, which keep the names past the reader; its own lock.
+  const std::shared_ptr<kernel_name_table> names_ = std::make_shared<kernel_name_table>();
   detail::mutex inbox_mu_;
   std::vector<gpu_record> inbox_records_ TRACEML_GUARDED_BY(inbox_mu_);
   std::vector<marker_time> inbox_markers_ TRACEML_GUARDED_BY(inbox_mu_);

@@ -281,6 +281,8 @@ class cupti_source : public gpu_source {
     return s;
   }
 
+  std::shared_ptr<const kernel_name_table> kernel_names() const noexcept override { return reader_.kernel_names(); }
+
   /// Records CUPTI dropped (buffers full or refused) since the start.
   std::uint64_t dropped_records() const noexcept { return reader_.dropped_total(); }
 

@@ -20,6 +20,8 @@
 
 TRACEML_BEGIN_NAMESPACE
 
+class kernel_name_table;  // gpu/kernel_name.hpp: where a source's kernel names live
+
 /// GPU activity inside one window (a phase of one micro-batch, or a whole step). Times in ns.
 struct gpu_facts {
   std::int64_t kernel_ns = 0;  ///< sum of kernel durations (overlapping kernels count twice)
@@ -141,7 +143,9 @@ struct phase_gpu_facts {
 struct gpu_activity {
   enum class type : std::uint8_t { kernel, memcpy, memset };
   type what = type::kernel;
-  const char* name = "";  ///< owned by the source; valid until the source is destroyed
+  /// Static, or in the source's kernel_name_table (gpu_source::kernel_names()): valid while that
+  /// table lives, which the trace and recording windows that hold activities keep alive.
+  const char* name = "";
   std::int64_t begin_ns = 0;
   std::int64_t end_ns = 0;
   std::uint32_t device = 0;

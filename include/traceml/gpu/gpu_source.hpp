@@ -5,6 +5,7 @@
 // CUPTI changes no user code.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -51,6 +52,9 @@ class gpu_source {
   /// What it takes to set kernel records beside this source's hardware counters
   /// (attribution_options::counted); not modelled without counters.
   virtual records_as_counted counter_view() const noexcept { return {}; }
+  /// The table its records' names point into (gpu_record::name), which the run's outputs keep past
+  /// the source; null when its names are static or it names nothing.
+  virtual std::shared_ptr<const kernel_name_table> kernel_names() const noexcept { return nullptr; }
 };
 
 namespace detail {

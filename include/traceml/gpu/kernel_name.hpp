@@ -14,10 +14,16 @@
 //      argument lists are never shown.
 //   5. Cap the result at 160 characters.
 // Slow path only (allocates): sources call it once per distinct kernel and cache the result.
+//
+// kernel_name_table holds the shortened names a source gives its activities. The run owns it: the
+// source, the Chrome trace and every recording window that points at its names share it, so the
+// names outlive the source (finish() releases CUPTI before it writes the outputs, and a window
+// handed to on_trace_ready may be kept after the run).
 #pragma once
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #if defined(__has_include)
@@ -31,6 +37,7 @@
 #endif
 
 #include "traceml/config.hpp"
+#include "traceml/detail/thread_safety.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -193,5 +200,24 @@ inline std::string shorten_kernel_name(const char* raw) {
   if (out.size() > 160) out = out.substr(0, 157) + "...";
   return out;
 }
+
+/// A run's kernel names, each kept once: keep() returns a pointer that stays valid while the table
+/// lives. Shared (std::shared_ptr) by the source that names activities and by whatever keeps those
+/// activities past the source. Any thread; keep() is the slow path (once per distinct kernel).
+class kernel_name_table {
+ public:
+  const char* keep(const std::string& name) {
+    detail::lock_guard lock(mu_);
+    return names_.insert(name).first->c_str();  // node-based: c_str() is stable
+  }
+  std::size_t size() const {
+    detail::lock_guard lock(mu_);
+    return names_.size();
+  }
+
+ private:
+  mutable detail::mutex mu_;
+  std::unordered_set<std::string> names_ TRACEML_GUARDED_BY(mu_);
+};
 
 TRACEML_END_NAMESPACE

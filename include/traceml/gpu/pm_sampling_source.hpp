@@ -161,6 +161,9 @@ class pm_sampling_source : public gpu_source {
     return records_as_counted{sampler_->interval_ns(), opt_.launch_engine_ns};
   }
   bool wants_scope_hooks() const noexcept override { return (inner_ && inner_->wants_scope_hooks()) || sampling(); }
+  std::shared_ptr<const kernel_name_table> kernel_names() const noexcept override {
+    return inner_ ? inner_->kernel_names() : nullptr;
+  }
 
   /// Hot: the inner source's work, then at a step's begin one clock stamp behind its first event,
   /// on the steps the inner source times (without their events, samples cannot be placed).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,9 +57,12 @@ class run_trace {
   void add_gap(const step_gap& g) { bounded_push(gaps_, g, gap_limit_); }
   void add_mark(std::int64_t t) { bounded_push(marks_, t, max_outside); }
 
+  /// The table the activities' kernel names point into, kept while the trace is: the trace may be
+  /// written after the GPU source is released.
+  void keep_kernel_names(std::shared_ptr<const kernel_name_table> names) { names_ = std::move(names); }
+
   /// The Chrome trace of what is kept, its threads named by `threads` (detail::thread_identities());
-  /// false when it could not be written (said once, with why). Kernel names point into the GPU
-  /// source's table: write before the source is released.
+  /// false when it could not be written (said once, with why).
   bool write(const std::string& path, const std::string& run_name, const rank_identity& rank,
              std::vector<thread_identity> threads) const {
     chrome_trace_extras extras{window_.coverage(),
@@ -83,9 +87,10 @@ class run_trace {
   std::deque<std::pair<std::int32_t, std::vector<span_record>>> held_;  // per step, until it is emitted
   trace_window window_;
   std::size_t gap_limit_;
-  std::deque<span_record> outside_;  // the last outside phases
-  std::deque<step_gap> gaps_;        // the last gaps between steps
-  std::deque<std::int64_t> marks_;   // the last epoch marks
+  std::deque<span_record> outside_;                 // the last outside phases
+  std::deque<step_gap> gaps_;                       // the last gaps between steps
+  std::deque<std::int64_t> marks_;                  // the last epoch marks
+  std::shared_ptr<const kernel_name_table> names_;  // what the kept activities' names point into
 };
 
 }  // namespace detail
