@@ -39,6 +39,7 @@ targets=""
 { want overhead || want pm_overhead; } && targets+=" qwen3_overhead"
 { want side_by_side || want experiment || want pm || want chunked_loss || want fp16 || want sweep || want sweep_close ||
   want llama_experiment; } && targets+=" qwen3_accumulation"
+want experiment && targets+=" verdict_figures traceml"
 want flooding && targets+=" flooding_threads"
 want small_steps && targets+=" small_steps"
 want pm && targets+=" pm_sampling_probe"
@@ -126,6 +127,12 @@ if want experiment; then
   timeout 150 "$build/examples/qwen3/qwen3_accumulation" --out "$out/reference_experiment" 2>&1 | grep -v '^\[' \
     >"$out/reference_experiment.log"
   tail -32 "$out/reference_experiment.log"
+  # Each verdict's figure beside its threshold (docs/verdicts.md), and the verdicts as `traceml show` gives them.
+  for f in "$out"/reference_experiment/*summary*.json; do
+    "$build/benchmarks/verdict_figures" "$f" >"$out/verdict_figures.log" 2>&1
+    "$build/tools/traceml" show "$f" >"$out/reference_experiment_show.log" 2>&1
+  done
+  cat "$out/verdict_figures.log"
 fi
 
 if want pm_overhead; then
