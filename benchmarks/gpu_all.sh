@@ -39,7 +39,7 @@ targets=""
 { want overhead || want pm_overhead; } && targets+=" qwen3_overhead"
 { want side_by_side || want experiment || want pm || want chunked_loss || want fp16 || want sweep || want sweep_close ||
   want llama_experiment; } && targets+=" qwen3_accumulation"
-want experiment && targets+=" verdict_figures traceml"
+want experiment && targets+=" verdict_figures traceml_cli"
 want flooding && targets+=" flooding_threads"
 want small_steps && targets+=" small_steps"
 want pm && targets+=" pm_sampling_probe"
