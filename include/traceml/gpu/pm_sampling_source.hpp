@@ -214,11 +214,18 @@ class pm_sampling_source : public gpu_source {
     const std::int64_t reach = samples_reach_ns(samples_);
     while (!held_.empty()) {
       held_step& h = held_.front();
-      place(h.activity);
+      const placement where = place(h.activity);
       const std::int64_t end = detail::step_gpu_end(h.activity);
       const bool covered = end >= 0 && reach >= end;
       const bool too_old = now - h.arrived_ns > std::int64_t{opt_.max_hold_ms} * 1000000;
-      if (!(final || covered || too_old || end < 0)) break;
+      // A step whose stamp has not been seen to run yet waits for it, as for its samples.
+      const bool never = where == placement::no_stamp || (where == placement::placed && end < 0);
+      if (!(final || covered || too_old || never)) break;
+      if (where == placement::waiting) {
+        give_up_stamp(h.activity.step);
+        ++lost_.stamp_not_run;
+      }
+      if (where == placement::placed && end >= 0 && !covered) ++lost_.samples_late;
       detail::apply_samples(h.activity, samples_);
       released_end_ns_ = std::max(released_end_ns_, end);
       d.steps.push_back(std::move(h.activity));
@@ -255,7 +262,18 @@ class pm_sampling_source : public gpu_source {
                   wall_s > 0 ? static_cast<double>(st.samples) / wall_s : 0.0,
                   static_cast<unsigned long long>(st.irregular), static_cast<unsigned long long>(st.overflows),
                   wall_s > 0 ? 100.0 * static_cast<double>(st.decode_cpu_ns) / 1e9 / wall_s : 0.0);
-    return s + ")" + counts;
+    s += ")";
+    s += counts;
+    if (const std::uint64_t lost = lost_.stamp_not_run + lost_.samples_late) {
+      char why[200];
+      std::snprintf(why, sizeof why,
+                    "; %llu timed steps without full counters (%llu whose clock stamp was not seen to run, %llu "
+                    "whose samples had not reached their end when they were released)",
+                    static_cast<unsigned long long>(lost), static_cast<unsigned long long>(lost_.stamp_not_run),
+                    static_cast<unsigned long long>(lost_.samples_late));
+      s += why;
+    }
+    return s;
   }
 
  private:
@@ -297,21 +315,34 @@ class pm_sampling_source : public gpu_source {
       drift_measured_ = false;
   }
 
-  /// The step's GPU clock from its stamp (once the step's events completed, the stamp ran).
-  void place(step_activity& a) {
-    if (a.gpu_clock_ns >= 0) return;
+  enum class placement { placed, no_stamp, waiting };
+
+  /// The step's GPU clock from its stamp. A step is delivered once its events completed, yet the
+  /// stamp's write to host memory may not be visible yet: then the stamp is kept and the step waits
+  /// (`waiting`) for a later collect(). `no_stamp`: none was taken (a step the events did not time,
+  /// all slots in flight, capture).
+  placement place(step_activity& a) {
+    if (a.gpu_clock_ns >= 0) return placement::placed;
     int slot = -1;
     {
       detail::lock_guard lock(mu_);
       auto it = stamps_.find(a.step);
-      if (it == stamps_.end()) return;
+      if (it == stamps_.end()) return placement::no_stamp;
       slot = it->second;
-      stamps_.erase(it);
     }
     std::int64_t t = -1;
-    // A stamp that has not run when its step's events completed never will be read: its slot is
-    // not given back (a late write would land in the next step's), the step goes without counters.
-    if (clock_.read(slot, t)) a.gpu_clock_ns = t;
+    if (!clock_.read(slot, t)) return placement::waiting;
+    a.gpu_clock_ns = t;
+    detail::lock_guard lock(mu_);
+    stamps_.erase(a.step);
+    return placement::placed;
+  }
+
+  /// A step released without its stamp seen: the slot is not given back (a late write would land in
+  /// the next step that takes it); the step goes without counters.
+  void give_up_stamp(std::int32_t step) {
+    detail::lock_guard lock(mu_);
+    stamps_.erase(step);
   }
 
   void take_samples() {
@@ -368,6 +399,10 @@ class pm_sampling_source : public gpu_source {
   clock_alignment alignment_;          // samples' clock -> GPU clock, measured at start
   std::int64_t drift_ns_ = 0;
   bool drift_measured_ = false;
+  /// Steps released without counters, by cause (said in status()); collect() only.
+  struct lost_steps {
+    std::uint64_t stamp_not_run = 0, samples_late = 0;
+  } lost_;
 };
 
 TRACEML_END_NAMESPACE
