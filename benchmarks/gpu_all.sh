@@ -41,7 +41,7 @@ targets=""
   want llama_experiment; } && targets+=" qwen3_accumulation"
 want experiment && targets+=" verdict_figures traceml_cli"
 want flooding && targets+=" flooding_threads"
-want small_steps && targets+=" small_steps"
+want small_steps && targets+=" small_steps verdict_figures"
 want pm && targets+=" pm_sampling_probe"
 { want parity || want llama_parity; } && targets+=" qwen3_logits"
 want qwen3 && targets+=" traceml_qwen3_tests qwen3_step_timing qwen3_logits traceml"  # the ctest -R qwen3 programs
@@ -69,7 +69,13 @@ if want small_steps; then
   # part in turn up to what TRACEML_OUT gives; the defaults' budget is +1% of the step.
   stamp "small steps: each profiler part's cost per step, up to the defaults"
   timeout "${SMALL_LIMIT:-480}" "$build/benchmarks/small_steps" --rounds "${SMALL_ROUNDS:-30}" --steps "${SMALL_STEPS:-100}" \
-    --warmup 30 2>&1 | tee "$out/small_steps.log"; echo "rc=${PIPESTATUS[0]}"
+    --warmup 30 ${SMALL_MODES:+--modes "$SMALL_MODES"} --out "$out/small_steps_out" 2>&1 | tee "$out/small_steps.log"
+  echo "rc=${PIPESTATUS[0]}"
+  # The verdicts' figures of one defaults block (a loop of short steps that copies each batch to the
+  # device in its dataloader phase), then the per-round outputs go.
+  one=$(ls "$out"/small_steps_out/*_summary.json 2>/dev/null | tail -1)
+  [ -n "$one" ] && "$build/benchmarks/verdict_figures" "$one" >"$out/small_steps_verdicts.log" 2>&1
+  rm -rf "$out/small_steps_out"
 fi
 
 if want pm; then
