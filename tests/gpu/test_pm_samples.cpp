@@ -11,6 +11,7 @@
 #include "traceml/gpu/attribution_stage.hpp"
 #include "traceml/gpu/pm_placement.hpp"
 #include "traceml/gpu/pm_samples.hpp"
+#include "traceml/gpu/pm_sampling_config.hpp"
 
 using namespace traceml;
 
@@ -252,4 +253,20 @@ TEST_CASE("a sample from CUPTI's values: shares by the layout, and what is dropp
     CHECK_FALSE(sample_from_values(0, 100000, {900, std::nan(""), 450, 37.5, 0.25}, l, false));
     CHECK_FALSE(sample_from_values(0, 100000, {900, 1000}, l, false));
   }
+}
+
+TEST_CASE("a decode period fits one pass of the counter-data image", "[pm][decode]") {
+  traceml::pm_sampler_options o;  // 1 ms, decoded every 200 ms: 200 samples a period, 400 with the margin
+  CHECK(traceml::detail::samples_per_pass(o) == 400);
+  o.interval_ns = 100000;  // 100 us: 2,000 a period
+  CHECK(traceml::detail::samples_per_pass(o) == 4000);
+  o.interval_ns = 10000000;  // 10 ms: 20 a period; the image keeps its floor
+  CHECK(traceml::detail::samples_per_pass(o) == 256);
+  o.interval_ns = 333333;  // a period's samples round up: 601
+  CHECK(traceml::detail::samples_per_pass(o) == 2 * 601);
+  o.decode_period_ms = 0;  // no worker (flush() decodes): the floor
+  CHECK(traceml::detail::samples_per_pass(o) == 256);
+  o.decode_period_ms = 200;
+  o.interval_ns = 1;  // absurdly fine: capped
+  CHECK(traceml::detail::samples_per_pass(o) == 65536);
 }

@@ -240,7 +240,7 @@ class pm_sampler {
   std::string configure() {
     if (std::string why = config_.configure(api_, device_, opt_); !why.empty()) return why;
     detail::lock_guard lock(cupti_mu_);
-    return decoder_.prepare(api_, config_, opt_.max_samples);
+    return decoder_.prepare(api_, config_, detail::samples_per_pass(opt_));
   }
 
   /// Whether pause() stopped the hardware (read under wake_mu_: pause() and resume() may run on

@@ -8,6 +8,7 @@
 // sample's values) is read by the decoder (pm_sample_decoder.hpp) for as long as sampling runs, and
 // torn down by release() on the thread that owns the sampler.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -31,9 +32,11 @@ struct pm_sampler_options {
   std::int64_t interval_ns = 1000000;
   /// The GPU-side ring of raw samples (taken from device memory): at 1 ms, minutes of samples.
   std::size_t hardware_buffer_bytes = std::size_t{64} << 20;
-  /// Samples one decode pass can hold (the host counter-data image, initialized again after every
-  /// pass, which is most of a pass's fixed cost). 256 hold 256 ms at 1 ms, one decode period and a
-  /// margin; a fuller buffer takes more passes.
+  /// Samples one decode pass can hold at least (the host counter-data image, initialized again
+  /// after every pass, which is most of a pass's fixed cost). The image is made larger where a decode
+  /// period at the interval would not fit twice (detail::samples_per_pass): a period that needs
+  /// several passes lost about half its samples at 100 us on an H100 (the [pm] tests sampled 11 of
+  /// 30 steps), one pass per period loses none.
   std::uint32_t max_samples = 256;
   /// How often the worker decodes the hardware buffer (0: no worker; flush() decodes). Fewer, fuller
   /// passes cost less: at 1 ms, 200 ms passes took 5% of a core where 20 ms passes at 100 us took 49%.
@@ -43,6 +46,18 @@ struct pm_sampler_options {
 };
 
 namespace detail {
+
+/// Samples the counter-data image is sized for: `max_samples`, or twice what one decode period
+/// gathers at the interval when that is more (so that a period is decoded in one pass), at most 1 << 16.
+inline std::uint32_t samples_per_pass(const pm_sampler_options& o) {
+  std::uint64_t need = o.max_samples;
+  if (o.interval_ns > 0 && o.decode_period_ms > 0) {
+    const std::uint64_t period_ns = static_cast<std::uint64_t>(o.decode_period_ms) * 1000000;
+    const std::uint64_t interval_ns = static_cast<std::uint64_t>(o.interval_ns);
+    need = std::max<std::uint64_t>(need, 2 * ((period_ns + interval_ns - 1) / interval_ns));
+  }
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(need, 1u << 16));
+}
 
 #if TRACEML_HAS_PM_SAMPLING
 /// A CUPTI parameter block: zeroed, with its size set (how CUPTI tells versions apart).
