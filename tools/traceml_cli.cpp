@@ -58,59 +58,68 @@ void out_of_memory() {
   std::_Exit(traceml::cli::exit_input);
 }
 
-int parse_and_run(int argc, char** argv) {
-  namespace cli = traceml::cli;
-  CLI::App app{"traceml: look at and compare saved runs (JSON summaries, schema traceml.summary/3)."};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("traceml ") + TRACEML_VERSION_STRING);
-  cli::options o;
+/// The four subcommands, and the ranks options read as ints (checked by range) before they go into
+/// the options.
+struct subcommands {
+  CLI::App* show = nullptr;
+  CLI::App* compare = nullptr;
+  CLI::App* html = nullptr;
+  CLI::App* ranks = nullptr;
+  int world_size = 0, warmup = 0;
+};
 
-  auto* show_cmd = app.add_subcommand("show", "print the table of each run in the files, as the profiler printed it");
-  show_cmd->add_option("files", o.files, "JSON summaries")->required();
+/// Declares the subcommands on `app`, their arguments read into `o` and `subs`.
+void add_subcommands(CLI::App& app, traceml::cli::options& o, subcommands& subs) {
+  subs.show = app.add_subcommand("show", "print the table of each run in the files, as the profiler printed it");
+  subs.show->add_option("files", o.files, "JSON summaries")->required();
 
-  auto* compare_cmd = app.add_subcommand(
+  subs.compare = app.add_subcommand(
       "compare",
       "the runs side by side, and why the slowest is slower than the fastest (or that the difference is noise)");
-  compare_cmd->add_option("files", o.files, "JSON summaries (every run in them is a column)")->required();
-  compare_cmd->add_option("--json", o.json_path, "also write the comparison object (docs/json-schema.md) to this file");
-  auto* group_compare = compare_cmd->add_flag("--group-repeats", o.group_repeats,
-                                              "runs named NAME#1, NAME#2, ... are repeats of one column NAME");
-  compare_cmd
+  subs.compare->add_option("files", o.files, "JSON summaries (every run in them is a column)")->required();
+  subs.compare->add_option("--json", o.json_path,
+                           "also write the comparison object (docs/json-schema.md) to this file");
+  auto* group_compare = subs.compare->add_flag("--group-repeats", o.group_repeats,
+                                               "runs named NAME#1, NAME#2, ... are repeats of one column NAME");
+  subs.compare
       ->add_option("--fail-if-slower", o.fail_if_slower,
                    "PCT: the first file is the base, each other file a new run; exit status 3 when a new run's median "
                    "step is slower than the base's by more than PCT percent and beyond the runs' noise, 0 otherwise "
                    "(one file, one run)")
       ->excludes(group_compare);
 
-  auto* html_cmd =
-      app.add_subcommand("html", "write the HTML report of the runs (several: compared, with the explanation)");
-  html_cmd->add_option("files", o.files, "JSON summaries")->required();
-  html_cmd->add_option("-o,--output", o.html_path, "the HTML file to write")->required();
-  html_cmd->add_option("--title", o.title, "the report's title")->capture_default_str();
-  html_cmd->add_flag("--group-repeats", o.group_repeats,
-                     "runs named NAME#1, NAME#2, ... are repeats of one column NAME");
+  subs.html = app.add_subcommand("html", "write the HTML report of the runs (several: compared, with the explanation)");
+  subs.html->add_option("files", o.files, "JSON summaries")->required();
+  subs.html->add_option("-o,--output", o.html_path, "the HTML file to write")->required();
+  subs.html->add_option("--title", o.title, "the report's title")->capture_default_str();
+  subs.html->add_flag("--group-repeats", o.group_repeats,
+                      "runs named NAME#1, NAME#2, ... are repeats of one column NAME");
 
-  int world_size = 0, warmup = 0;
-  auto* ranks_cmd = app.add_subcommand(
+  subs.ranks = app.add_subcommand(
       "ranks",
       "the ranks of one data-parallel run side by side: step and compute time per rank, the slowest rank, "
       "skew, who waited for whom, missing ranks");
-  ranks_cmd->add_option("files", o.files, "per-step JSONL files, one per rank, rank 0 first")->required();
-  ranks_cmd
-      ->add_option("--world-size", world_size,
+  subs.ranks->add_option("files", o.files, "per-step JSONL files, one per rank, rank 0 first")->required();
+  subs.ranks
+      ->add_option("--world-size", subs.world_size,
                    "ranks in the run (default: the number of files); those "
                    "beyond the files are reported missing")
       ->check(CLI::Range(1, 1 << 20));
-  ranks_cmd->add_option("--warmup", warmup, "leading steps (numbered below this) left out")
+  subs.ranks->add_option("--warmup", subs.warmup, "leading steps (numbered below this) left out")
       ->check(CLI::Range(0, 1000000000))
       ->capture_default_str();
+}
 
+/// Parses the arguments: -1 when the command is to run, otherwise the exit status (help, version,
+/// an unknown subcommand or a bad argument, said in one line).
+int parse_arguments(CLI::App& app, const subcommands& subs, int argc, char** argv) {
+  namespace cli = traceml::cli;
   // A first argument that is neither an option nor a subcommand is named (CLI11 would only say that a
   // subcommand is required).
   if (argc > 1 && argv[1][0] != '-') {
     const std::string first = argv[1];
     bool known = false;
-    for (const auto* sub : {show_cmd, compare_cmd, html_cmd, ranks_cmd}) known = known || sub->check_name(first);
+    for (const auto* sub : {subs.show, subs.compare, subs.html, subs.ranks}) known = known || sub->check_name(first);
     if (!known) {
       std::fprintf(stderr,
                    "traceml: unknown subcommand '%s' (the subcommands: show, compare, html, ranks; traceml --help)\n",
@@ -132,13 +141,26 @@ int parse_and_run(int argc, char** argv) {
     return cli::exit_input;
   }
 
-  o.gate = compare_cmd->count("--fail-if-slower") > 0;
-  o.world_size = world_size;
-  o.warmup = static_cast<std::size_t>(warmup);
-  const cli::command c = show_cmd->parsed()      ? cli::command::show
-                         : compare_cmd->parsed() ? cli::command::compare
-                         : ranks_cmd->parsed()   ? cli::command::ranks
-                                                 : cli::command::html;
+  return -1;
+}
+
+int parse_and_run(int argc, char** argv) {
+  namespace cli = traceml::cli;
+  CLI::App app{"traceml: look at and compare saved runs (JSON summaries, schema traceml.summary/3)."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("traceml ") + TRACEML_VERSION_STRING);
+  cli::options o;
+  subcommands subs;
+  add_subcommands(app, o, subs);
+  if (const int status = parse_arguments(app, subs, argc, argv); status >= 0) return status;
+
+  o.gate = subs.compare->count("--fail-if-slower") > 0;
+  o.world_size = subs.world_size;
+  o.warmup = static_cast<std::size_t>(subs.warmup);
+  const cli::command c = subs.show->parsed()      ? cli::command::show
+                         : subs.compare->parsed() ? cli::command::compare
+                         : subs.ranks->parsed()   ? cli::command::ranks
+                                                  : cli::command::html;
   subcommand = cli::command_name(c);
   const int status = cli::run(c, o, std::cout, std::cerr);
   // What went to stdout must have reached it (`traceml show x > /dev/full` is a failure, not a 0).

@@ -180,6 +180,15 @@ inline void say_which_collects(const profiler_options& o) {
                   "\"))");
 }
 
+/// finish()'s table on stdout, and the profiler's own start-up and finish times on stderr, beside the
+/// other status lines: the table stays what `traceml show` prints.
+inline void print_finished_run(const run_result& result) {
+  std::fputs(format_table(result).c_str(), stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr, "traceml: %s: %s\n", printable(result.name).c_str(),
+               profiler_edges_line(result.summary).c_str());
+}
+
 /// Hands finished recording windows to on_trace_ready, in order; a throwing callback is said once.
 inline void deliver_windows(const profiler_options& o, const std::vector<recording_window>& ready) noexcept {
   for (const auto& w : ready) {
@@ -472,13 +481,7 @@ class profiler : public recording_callback, private recorder_observer {
         failed_outputs_);
     outputs_.close_jsonl(failed_outputs_);
     result_.summary.finish_ms = static_cast<double>(now_ns() - finish_begin_ns) / 1e6;
-    if (options_.print_table) {
-      std::fputs(format_table(result_).c_str(), stdout);
-      // On stderr, beside the other status lines: the table stays what `traceml show` prints.
-      std::fflush(stdout);
-      std::fprintf(stderr, "traceml: %s: %s\n", detail::printable(result_.name).c_str(),
-                   profiler_edges_line(result_.summary).c_str());
-    }
+    if (options_.print_table) detail::print_finished_run(result_);
     R.observer.store(nullptr, std::memory_order_release);
     attached_ = false;
     if (stop_guard_) {

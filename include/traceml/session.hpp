@@ -182,6 +182,47 @@ inline bool program_handles_stop_signals() noexcept {
   return false;
 }
 
+/// The session profiler's options: its files at `base`, finish on SIGINT/SIGTERM unless the program
+/// handles them; says once what a rank's files are and how to merge them (`files`: the folder and the
+/// run's file name, without the rank part).
+inline profiler_options session_options(const std::string& name, const std::string& base, const std::string& files,
+                                        const std::string& rank_part) {
+  auto options = profiler_options::named(name);
+  options.write_all_as(base);
+  options.config.emplace_back("started_by", "TRACEML_OUT");
+  // Ctrl-C and SIGTERM write the finished steps' report, as they do in a program that sets
+  // finish_on_signal itself; a handler of the program's own stays in charge.
+  options.finish_on_signal = !program_handles_stop_signals();
+  if (!options.finish_on_signal)
+    report_once("session-own-handler",
+                "the program handles SIGINT/SIGTERM itself, so traceml leaves them to it: "
+                "end the program with exit() or a return from main after the signal, and "
+                "the report is written then");
+  if (!rank_part.empty() && rank_part == "_rank0")
+    report_once("session-ranks", "each rank writes its own files (" + files +
+                                     "_rank<r>_*); once all have finished, merge them with: traceml ranks " + files +
+                                     "_rank*_steps.jsonl");
+  return options;
+}
+
+/// Finishes the session when the program exits; says once when the handler cannot be registered.
+inline void register_session_exit() {
+  // Everything the exit path reports through (diagnostics, the recorder) is never destroyed, so
+  // the order of static destructors cannot reach it (detail/diagnostics.hpp, recorder.hpp).
+#if defined(__GLIBC__)
+  const bool registered = on_exit(finish_session_at_exit, nullptr) == 0;
+#else
+  const bool registered = std::atexit(finish_session_at_exit_plain) == 0;
+#endif
+  if (!registered) {
+    report_once("session-atexit",
+                "TRACEML_OUT: cannot register the exit handler; call exit() normally "
+                "or create a traceml::profiler to get the report");
+  }
+}
+
+/// Starts the TRACEML_OUT session's profiler (its files in the folder, its GPU source where the
+/// program links one, its exit handler); when anything is missing it says why once and collects nothing.
 inline void start_session() noexcept {
   try {
     const char* out = environment_out_dir();
@@ -218,21 +259,7 @@ inline void start_session() noexcept {
                                         "_* belongs to another run (an earlier one, or a process writing "
                                         "there now), kept as it is; this run writes " +
                                         base + "_*");
-    auto options = profiler_options::named(name);
-    options.write_all_as(base);
-    options.config.emplace_back("started_by", "TRACEML_OUT");
-    // Ctrl-C and SIGTERM write the finished steps' report, as they do in a program that sets
-    // finish_on_signal itself; a handler of the program's own stays in charge.
-    options.finish_on_signal = !program_handles_stop_signals();
-    if (!options.finish_on_signal)
-      report_once("session-own-handler",
-                  "the program handles SIGINT/SIGTERM itself, so traceml leaves them to it: "
-                  "end the program with exit() or a return from main after the signal, and "
-                  "the report is written then");
-    if (!rank_part.empty() && rank_part == "_rank0")
-      report_once("session-ranks", "each rank writes its own files (" + std::string(out) + "/" + file_name +
-                                       "_rank<r>_*); once all have finished, merge them with: traceml ranks " +
-                                       std::string(out) + "/" + file_name + "_rank*_steps.jsonl");
+    const profiler_options options = session_options(name, base, std::string(out) + "/" + file_name, rank_part);
     auto prof = std::make_unique<profiler>(options);
     if (const session_parts& parts = session_registry(); parts.make_gpu_source) {
       // Made before the exit handler is registered: the CUDA runtime, initialised here at the latest,
@@ -243,18 +270,7 @@ inline void start_session() noexcept {
       note_no_gpu_source(no_gpu_source_unlinked_status);
     }
     session_profiler() = std::move(prof);
-    // Everything the exit path reports through (diagnostics, the recorder) is never destroyed, so
-    // the order of static destructors cannot reach it (detail/diagnostics.hpp, recorder.hpp).
-#if defined(__GLIBC__)
-    const bool registered = on_exit(finish_session_at_exit, nullptr) == 0;
-#else
-    const bool registered = std::atexit(finish_session_at_exit_plain) == 0;
-#endif
-    if (!registered) {
-      report_once("session-atexit",
-                  "TRACEML_OUT: cannot register the exit handler; call exit() normally "
-                  "or create a traceml::profiler to get the report");
-    }
+    register_session_exit();
     report_once("session-started", std::string("collecting into ") + base +
                                        "_* (TRACEML_OUT); the report is written when the program exits");
   } catch (const std::exception& e) {

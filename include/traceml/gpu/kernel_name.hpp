@@ -24,6 +24,7 @@
 #include <cstring>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #if defined(__has_include)
@@ -113,43 +114,27 @@ inline void erase_all(std::string& s, const char* what) {
   for (std::size_t p = s.find(what); p != std::string::npos; p = s.find(what, p)) s.erase(p, n);
 }
 
-}  // namespace detail
-
-/// Demangle and shorten a kernel name for tables and traces (the rule is at the top of this file).
-/// Slow path: allocates; cache the result per distinct kernel.
-inline std::string shorten_kernel_name(const char* raw) {
-  std::string s = demangle(raw);
-  if (s.empty()) return "<unnamed>";
-  const bool was_demangled = detail::looks_mangled(raw) && s != raw;
-  if (!was_demangled) return s.size() > 160 ? s.substr(0, 157) + "..." : s;
-
-  // 2a. Parameter list: the trailing "(...)" at depth 0, possibly followed by qualifiers.
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  if (!s.empty() && s.back() == ')') {
-    const std::size_t open = detail::matching_open(s, s.size() - 1);
-    if (open != std::string::npos && open > 0) s.erase(open);
+/// A demangled name without its return type: everything up to the last space at template/paren
+/// depth 0 goes.
+inline std::string drop_return_type(std::string s) {
+  int depth = 0;
+  std::size_t last_space = std::string::npos;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '<' || c == '(' || c == '[')
+      ++depth;
+    else if ((c == '>' || c == ')' || c == ']') && depth > 0)
+      --depth;
+    else if (c == ' ' && depth == 0)
+      last_space = i;
   }
-  // 3. Anonymous namespaces carry no information in a kernel table.
-  detail::erase_all(s, "(anonymous namespace)::");
+  if (last_space != std::string::npos) s.erase(0, last_space + 1);
+  return s;
+}
 
-  // 2b. Return type: everything up to the last space at template/paren depth 0.
-  {
-    int depth = 0;
-    std::size_t last_space = std::string::npos;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      const char c = s[i];
-      if (c == '<' || c == '(' || c == '[')
-        ++depth;
-      else if ((c == '>' || c == ')' || c == ']') && depth > 0)
-        --depth;
-      else if (c == ' ' && depth == 0)
-        last_space = i;
-    }
-    if (last_space != std::string::npos) s.erase(0, last_space + 1);
-  }
-
-  // 4. Each top-level template argument list (the kernel's own, and those of enclosing classes as
-  // in `Foo<3>::kernel<...>`).
+/// Each top-level template argument list of `s` keeps its leading simple arguments; from the first
+/// compound one on, `...` (rule 4 at the top of this file).
+inline std::string shorten_template_args(const std::string& s) {
   std::string out;
   out.reserve(s.size());
   std::size_t i = 0;
@@ -197,6 +182,33 @@ inline std::string shorten_kernel_name(const char* raw) {
     out += '>';
     i = j + 1;
   }
+  return out;
+}
+
+}  // namespace detail
+
+/// Demangle and shorten a kernel name for tables and traces (the rule is at the top of this file).
+/// Slow path: allocates; cache the result per distinct kernel.
+inline std::string shorten_kernel_name(const char* raw) {
+  std::string s = demangle(raw);
+  if (s.empty()) return "<unnamed>";
+  const bool was_demangled = detail::looks_mangled(raw) && s != raw;
+  if (!was_demangled) return s.size() > 160 ? s.substr(0, 157) + "..." : s;
+
+  // 2a. Parameter list: the trailing "(...)" at depth 0, possibly followed by qualifiers.
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  if (!s.empty() && s.back() == ')') {
+    const std::size_t open = detail::matching_open(s, s.size() - 1);
+    if (open != std::string::npos && open > 0) s.erase(open);
+  }
+  // 3. Anonymous namespaces carry no information in a kernel table.
+  detail::erase_all(s, "(anonymous namespace)::");
+
+  // 2b. The return type in front.
+  s = detail::drop_return_type(std::move(s));
+  // 4. Each top-level template argument list (the kernel's own, and those of enclosing classes as
+  // in `Foo<3>::kernel<...>`).
+  std::string out = detail::shorten_template_args(s);
   if (out.size() > 160) out = out.substr(0, 157) + "...";
   return out;
 }
