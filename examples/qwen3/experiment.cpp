@@ -128,6 +128,7 @@ class progress_line : public traceml::callback {
     printed_tenth_ = tenth;
     const double elapsed = std::chrono::duration<double>(now - start_).count();
     const double eta = elapsed / static_cast<double>(done_) * static_cast<double>(steps_ - done_);
+    std::fflush(stdout);  // a log that takes both streams gets what was printed before this line first
     std::fprintf(stderr, "[%s] step %lld/%lld  %.1f ms  ETA %.0f s\n", name_.c_str(), static_cast<long long>(done_),
                  static_cast<long long>(steps_), step_ms, eta);
   }

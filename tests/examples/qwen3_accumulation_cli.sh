@@ -125,6 +125,18 @@ else
   echo "note: /dev/full is not writable here; the full-disk case is skipped"
 fi
 
+# A log that takes both streams (2>&1 into a file, where stdout is buffered) keeps their order: the
+# header comes first, the first schedule's table before the second schedule's progress, and no
+# progress line begins inside another line.
+"$exe" --device cpu --preset tiny --schedules 1x2,2x1 --steps 20 --warmup 2 --seq-len 16 --no-traces \
+  --out "$work/both" >"$work/both.txt" 2>&1 || fail "the run into one log failed"
+head -1 "$work/both.txt" | grep -q "^traceml accumulation experiment: " || { fail "the header is not first:"; head -3 "$work/both.txt"; }
+table=$(grep -n "^traceml: 1x2  (" "$work/both.txt" | head -1 | cut -d: -f1)
+second=$(grep -n "^\[2x1\] step " "$work/both.txt" | head -1 | cut -d: -f1)
+[ -n "$table" ] && [ -n "$second" ] && [ "$table" -lt "$second" ] ||
+  fail "1x2's table (line ${table:-none}) is not before 2x1's first progress line (line ${second:-none})"
+if grep -qE '.\[(1x2|2x1)\] step ' "$work/both.txt"; then fail "a progress line began inside another line"; fi
+
 # SIGINT / SIGTERM after the first steps: status 130 / 143; the summary (read back by the traceml
 # command) holds every finished step (as many as the JSONL), the trace and the report are written.
 set -m  # job control: a background job's SIGINT is not ignored
