@@ -134,10 +134,9 @@ if want experiment; then
     >"$out/reference_experiment.log"
   tail -32 "$out/reference_experiment.log"
   # Each verdict's figure beside its threshold (docs/verdicts.md), and the verdicts as `traceml show` gives them.
-  for f in "$out"/reference_experiment/*summary*.json; do
-    "$build/benchmarks/verdict_figures" "$f" >"$out/verdict_figures.log" 2>&1
-    "$build/tools/traceml" show "$f" >"$out/reference_experiment_show.log" 2>&1
-  done
+  summary="$out/reference_experiment/accumulation_summary.json"
+  "$build/benchmarks/verdict_figures" "$summary" >"$out/verdict_figures.log" 2>&1
+  "$build/tools/traceml" show "$summary" >"$out/reference_experiment_show.log" 2>&1
   cat "$out/verdict_figures.log"
 fi
 

@@ -198,7 +198,7 @@ inline profiler_options session_options(const std::string& name, const std::stri
                 "the program handles SIGINT/SIGTERM itself, so traceml leaves them to it: "
                 "end the program with exit() or a return from main after the signal, and "
                 "the report is written then");
-  if (!rank_part.empty() && rank_part == "_rank0")
+  if (rank_part == "_rank0")  // only rank 0 says it
     report_once("session-ranks", "each rank writes its own files (" + files +
                                      "_rank<r>_*); once all have finished, merge them with: traceml ranks " + files +
                                      "_rank*_steps.jsonl");
