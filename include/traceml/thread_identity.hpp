@@ -2,8 +2,10 @@
 // own index (span_record::thread, in order of first record); the Chrome trace shows the OS thread
 // id (what top, perf, gdb and Nsight Systems show) and the thread's name instead, so that a trace
 // lines up with the other tools. The recorder asks once per thread, when the thread's ring is
-// acquired (detail/recorder.hpp, slow path); no scope ever calls these.
+// acquired (detail/recorder.hpp, slow path); no scope ever calls these. traceml's own background
+// threads name themselves here (name_this_thread).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -45,6 +47,20 @@ inline std::string current_thread_name() {
   if (pthread_getname_np(pthread_self(), buf, sizeof buf) == 0) return buf;
 #endif
   return "";
+}
+
+/// Names the calling thread (pthread_setname_np; Linux keeps at most 15 bytes), so that traceml's
+/// background threads read as themselves in top -H, perf, gdb and Nsight Systems, and their CPU
+/// time can be told from the training's (benchmarks/qwen3_overhead reads it per thread). Every
+/// thread traceml starts calls this first with a name beginning "traceml". No-op elsewhere.
+inline void name_this_thread(const char* name) noexcept {
+#if defined(__linux__)
+  char buf[16] = {};
+  for (std::size_t i = 0; i + 1 < sizeof buf && name[i] != '\0'; ++i) buf[i] = name[i];
+  (void)pthread_setname_np(pthread_self(), buf);
+#else
+  (void)name;
+#endif
 }
 
 }  // namespace detail

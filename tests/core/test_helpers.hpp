@@ -3,6 +3,8 @@
 #include <traceml/traceml.hpp>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +19,17 @@ inline void spin_for(std::chrono::microseconds d) {
   const auto until = std::chrono::steady_clock::now() + d;
   while (std::chrono::steady_clock::now() < until) {
   }
+}
+
+/// The names of this process's threads, as top -H and perf read them (/proc/self/task/*/comm; Linux).
+inline std::vector<std::string> thread_names() {
+  std::vector<std::string> names;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name)) names.push_back(name);
+  }
+  return names;
 }
 
 /// Everything recorded since the last drain (tests run without a profiler attached).

@@ -4,6 +4,7 @@
 // wiring. tests/core/live_view_tmux.sh checks the same in a real terminal.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <deque>
@@ -346,6 +347,10 @@ TEST_CASE("the live view's thread redraws on its own and stops cleanly", "[live]
     }
     const auto until = std::chrono::steady_clock::now() + 5s;
     while (term.count() < 3 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+#if defined(__linux__)
+    const auto names = traceml_test::thread_names();
+    CHECK(std::count(names.begin(), names.end(), std::string("traceml live")) == 1);  // named, for top -H
+#endif
   }  // the destructor stops it
   std::lock_guard<std::mutex> lock(term.mu);
   REQUIRE(term.writes.size() >= 3);

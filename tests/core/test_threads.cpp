@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include <traceml/traceml.hpp>
+
+#include "test_helpers.hpp"
 
 namespace {
 
@@ -154,3 +157,28 @@ TEST_CASE("a profiler run whose phases come from several threads", "[threads][pr
   }
   CHECK(r.summary.dropped_records == 0);
 }
+
+#if defined(__linux__)
+
+TEST_CASE("the profiler's background thread carries traceml's name, and is gone after finish", "[threads][profiler]") {
+  auto count = [] {
+    const auto n = traceml_test::thread_names();
+    return std::count(n.begin(), n.end(), std::string("traceml step"));
+  };
+  const auto before = count();
+  traceml::profiler_options opts;
+  opts.print_table = false;
+  traceml::profiler prof(opts);
+  for (int s = 0; s < 3; ++s) {
+    TRACEML_STEP();
+    TRACEML_PHASE(forward);
+  }
+  // The worker starts at the first step's end; it names itself first thing, so wait for the name.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (count() == before && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(count() == before + 1);
+  prof.finish();
+  CHECK(count() == before);
+}
+#endif

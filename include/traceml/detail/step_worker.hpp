@@ -27,6 +27,7 @@
 
 #include "traceml/config.hpp"
 #include "traceml/detail/thread_safety.hpp"
+#include "traceml/thread_identity.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 namespace detail {
@@ -98,7 +99,10 @@ class step_worker {
     detail::lock_guard lock(mu_);
     if (started_.load(std::memory_order_relaxed) || stopping_) return;
     try {
-      thread_ = std::thread([this] { run(); });
+      thread_ = std::thread([this] {
+        name_this_thread("traceml step");
+        run();
+      });
       started_.store(true, std::memory_order_relaxed);
     } catch (...) {
       // No thread (resources exhausted): the work is left for whoever calls it next (finish()).

@@ -29,6 +29,7 @@
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/thread_safety.hpp"
 #include "traceml/gpu/attribution_stage.hpp"
+#include "traceml/thread_identity.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -51,7 +52,11 @@ class attribution_worker {
     {
       detail::lock_guard lock(mu_);
       inbox_.push_back(std::move(d));
-      if (!thread_.joinable() && !stopping_) thread_ = std::thread([this] { run(); });
+      if (!thread_.joinable() && !stopping_)
+        thread_ = std::thread([this] {
+          detail::name_this_thread("traceml gpu");
+          run();
+        });
     }
     wake_.notify_one();
   }

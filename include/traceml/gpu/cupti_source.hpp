@@ -48,6 +48,7 @@
 #include "traceml/gpu/record_switch.hpp"
 #include "traceml/gpu/recording_schedule.hpp"
 #include "traceml/gpu/step_readiness.hpp"
+#include "traceml/thread_identity.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -378,7 +379,10 @@ class cupti_source : public gpu_source {
       }
     }
     running_ = true;
-    worker_ = std::thread([this] { worker_loop(); });
+    worker_ = std::thread([this] {
+      detail::name_this_thread("traceml cupti");
+      worker_loop();
+    });
   }
 
   void stop() {

@@ -45,6 +45,7 @@
 #include "traceml/gpu/pm_samples.hpp"
 #include "traceml/gpu/pm_sampling_api.hpp"
 #include "traceml/gpu/pm_sampling_config.hpp"
+#include "traceml/thread_identity.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -80,7 +81,11 @@ class pm_sampler {
     // One decode here, on the caller's thread: whatever CUPTI sets up for decoding exists before
     // process_pm_sampler() registers the worker's end at exit (exit handlers run in reverse order).
     decode_all();
-    if (opt_.decode_period_ms > 0) worker_ = std::thread([this] { decode_loop(); });
+    if (opt_.decode_period_ms > 0)
+      worker_ = std::thread([this] {
+        detail::name_this_thread("traceml counters");
+        decode_loop();
+      });
     return true;
 #else
     return fail("the CUDA toolkit this program was built with has no PM sampling API (CUDA 12.6 or newer)");

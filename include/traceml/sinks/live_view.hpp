@@ -59,6 +59,7 @@
 #include "traceml/detail/thread_safety.hpp"
 #include "traceml/sinks/figure_notes.hpp"
 #include "traceml/sinks/report_table.hpp"
+#include "traceml/thread_identity.hpp"
 
 TRACEML_BEGIN_NAMESPACE
 
@@ -377,7 +378,11 @@ class live_view {
     }
 #endif
     start_ns_ = o_.clock();
-    if (o_.background) thread_ = std::thread([this] { redraw_loop(); });
+    if (o_.background)
+      thread_ = std::thread([this] {
+        detail::name_this_thread("traceml live");
+        redraw_loop();
+      });
   }
   ~live_view() { stop(); }
   live_view(const live_view&) = delete;

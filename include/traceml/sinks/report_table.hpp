@@ -256,11 +256,11 @@ inline std::string format_ms(double ms) { return detail::ms_text(ms, 3); }
 /// With hardware counters, a second block under it gives each phase's sampled busy, SM active,
 /// tensor and DRAM shares, with its own footer saying which steps they rest on.
 /// The profiler's own cost at the run's edges, one line: "profiler start-up 48.8 ms, finish 112.4 ms
-/// (outputs written)"; empty when not measured (a summary read from a file has no finish time).
+/// (writing the outputs included)"; empty when not measured (a summary read from a file has no finish time).
 inline std::string profiler_edges_line(const run_summary& s) {
   if (s.startup_ms < 0) return "";
   std::string out = "profiler start-up " + detail::fixed_text(s.startup_ms, 1) + " ms";
-  if (s.finish_ms >= 0) out += ", finish " + detail::fixed_text(s.finish_ms, 1) + " ms (outputs written)";
+  if (s.finish_ms >= 0) out += ", finish " + detail::fixed_text(s.finish_ms, 1) + " ms (writing the outputs included)";
   return out;
 }
 
