@@ -36,7 +36,7 @@ grep "traceml:" "$out/configure.log"
 stamp "build"
 targets=""
 { want tests || { want pm && [ "${PM_TESTS:-1}" != 0 ]; }; } && targets+=" traceml_gpu_tests"  # PM_TESTS=0: no [pm] test
-{ want overhead || want pm_overhead; } && targets+=" qwen3_overhead"
+{ want overhead || want overhead_graphs || want overhead_eager || want pm_overhead; } && targets+=" qwen3_overhead"
 { want side_by_side || want experiment || want pm || want chunked_loss || want fp16 || want sweep || want sweep_close ||
   want llama_experiment; } && targets+=" qwen3_accumulation"
 want experiment && targets+=" verdict_figures traceml_cli"
@@ -111,14 +111,28 @@ if want pm; then
   done
 fi
 
-if want overhead; then
-  stamp "overhead on the Qwen3 trainer, eager (checkpointing, as the experiment)"
-  timeout 300 "$build/benchmarks/qwen3_overhead" --rounds "${ROUNDS:-8}" >"$out/overhead_eager.log" 2>&1; echo "rc=$?"
-  cat "$out/overhead_eager.log"
-  stamp "overhead on the Qwen3 trainer, CUDA graphs"
-  timeout 150 "$build/benchmarks/qwen3_overhead" --cuda-graphs --modes events,cupti --rounds "${ROUNDS:-8}" \
-    >"$out/overhead_graphs.log" 2>&1; echo "rc=$?"
-  cat "$out/overhead_graphs.log"
+# The trainer's defaults (what qwen3_accumulation runs with) against no profiler, checkpointing on as
+# in the experiment: the ratio, and the parts that bound it (qwen3_overhead's header). CUDA graphs
+# first: there the step is the GPU's, so its cost also bounds the GPU work the profiler adds to an
+# eager step. OVERHEAD_MODES adds modes (e.g. events,cupti@0.5) beside off and defaults.
+overhead_modes=defaults${OVERHEAD_MODES:+,$OVERHEAD_MODES}
+if want overhead || want overhead_graphs; then
+  for sched in ${GRAPH_SCHEDULES:-4x1 1x4}; do
+    stamp "overhead of the defaults on the Qwen3 trainer, CUDA graphs, $sched"
+    timeout 300 "$build/benchmarks/qwen3_overhead" --cuda-graphs --schedules "$sched" --modes "$overhead_modes" \
+      --rounds "${GRAPH_ROUNDS:-8}" --budget-block "${GRAPH_BLOCK:-50}" >"$out/overhead_graphs_$sched.log" 2>&1
+    echo "rc=$?"; cat "$out/overhead_graphs_$sched.log"
+  done
+fi
+if want overhead || want overhead_eager; then
+  # SCHEDULE:ROUNDS:BLOCK each; 1x4's steps are four times 4x1's.
+  for spec in ${EAGER_SPECS:-4x1:4:100 1x4:3:50}; do
+    IFS=: read -r sched rounds block <<<"$spec"
+    stamp "overhead of the defaults on the Qwen3 trainer, eager, $sched ($rounds rounds of $block steps)"
+    timeout 400 "$build/benchmarks/qwen3_overhead" --schedules "$sched" --modes "$overhead_modes" --rounds "$rounds" \
+      --budget-block "$block" >"$out/overhead_eager_$sched.log" 2>&1
+    echo "rc=$?"; cat "$out/overhead_eager_$sched.log"
+  done
 fi
 
 if want side_by_side; then
