@@ -19,8 +19,8 @@
 //              and for CUPTI +nomarkers (no boundary markers), +noclock (CUPTI's own clock, mapped),
 //              +noflush (no periodic flush), +nomemcpy, +noevents (no CUDA-event phase timing)
 //   defaults   what qwen3_accumulation runs with by default: make_best_gpu_source as it makes it
-//              (CUPTI records on the steps a 0.5% budget allows, CUDA-event timing within its own
-//              0.25%, hardware counters, the allocator's memory), the per-step JSONL, the Chrome
+//              (CUPTI records on the steps a 0.25% budget allows, CUDA-event timing within its own
+//              0.1%, hardware counters, the allocator's memory), the per-step JSONL, the Chrome
 //              trace and the summary (written at finish, outside the timed steps); its blocks are
 //              --budget-block steps long, as a run of the trainer
 // The profiler's own work on the training thread is timed too: callbacks just before and after it
@@ -260,7 +260,7 @@ mode parse_mode(std::string s) {
   m.profiler = true;
   if (s == "defaults") {
     m.defaults = true;
-    m.budget = 0.005;  // the trainer's --record-budget: blocks as long as --budget-block
+    m.budget = 0.0025;  // the trainer's --record-budget: blocks as long as --budget-block
     return m;
   }
   if (s == "cpu") return m;

@@ -60,7 +60,7 @@ struct experiment_options {
   std::string model_dir;            // a Hugging Face snapshot folder instead of a preset
   std::string data_file;            // little-endian uint32 token ids; empty: synthetic
   std::string gpu_timing = "auto";  // auto (CUPTI, else CUDA events) | events | off
-  double record_budget = 0.5;       // % of step time CUPTI's kernel records may cost; 0: every step
+  double record_budget = 0.25;      // % of step time CUPTI's kernel records may cost; 0: every step
   bool hw_counters = true;          // GPU busy/SM activity on every step from hardware counters (PM sampling)
   double launch_engine_us = 0;      // the engine's time per launch, for records beside counters (0: not modelled)
   bool checkpointing = true;        // the reference run used activation checkpointing

@@ -690,7 +690,7 @@ CATCH_TEST_CASE("default settings: GPU time of every phase on every step, kernel
                 "[gpu][sampling][default]") {
   mlp_loop loop;
   loop.step(false);
-  auto src = traceml::make_best_gpu_source(torch_options());  // what a user gets: CUPTI at 0.5%, plus events
+  auto src = traceml::make_best_gpu_source(torch_options());  // what a user gets: CUPTI at 0.25%, plus events
   CATCH_REQUIRE(src);
   CATCH_REQUIRE(std::string(src->name()) == "cupti");
   const int steps = 40;

@@ -123,7 +123,7 @@ class record_switch {
     return true;
   }
 
-  /// "kernel records on 3 step(s) chosen to keep their cost under 0.5% ...", for status().
+  /// "kernel records on 3 step(s) chosen to keep their cost under 0.25% ...", for status().
   std::string describe() const {
     if (schedule_) {
       detail::lock_guard lock(mu_);
