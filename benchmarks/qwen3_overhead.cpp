@@ -49,6 +49,7 @@
 // there is no accumulation (4x1) and <= +3% with accumulation (1x4, launch-bound). The verdict says
 // "within" or "over" only when the whole interval is on one side of the budget.
 #include <CLI/CLI.hpp>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -404,15 +405,18 @@ int main(int argc, char** argv) {
     if (cuda && !torch::cuda::is_available())
       throw std::runtime_error("--device cuda: this LibTorch sees no CUDA device");
     const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-    // The defaults' outputs, written at each block's finish and removed at the end.
+    // The defaults' outputs, written at each block's finish, and removed file by file at the end
+    // (not with std::filesystem::remove_all: the LibTorch 2.11 wheel exports a copy of it that
+    // crashes there, as small_steps found; with it this program ended in a segmentation fault).
+    const char* tmp = std::getenv("TMPDIR");
     const std::string scratch =
-        (std::filesystem::temp_directory_path() / ("qwen3_overhead_" + std::to_string(::getpid()))).string();
-    std::filesystem::create_directories(scratch);
+        std::string(tmp && *tmp ? tmp : "/tmp") + "/qwen3_overhead_" + std::to_string(::getpid());
+    if (::mkdir(scratch.c_str(), 0755) != 0) throw std::runtime_error("cannot create " + scratch);
     struct remove_at_exit {
       std::string dir;
       ~remove_at_exit() {
-        std::error_code ec;
-        std::filesystem::remove_all(dir, ec);
+        for (const char* f : {"/steps.jsonl", "/trace.json", "/summary.json"}) std::remove((dir + f).c_str());
+        ::rmdir(dir.c_str());
       }
     } scratch_owner{scratch};
     if (preset.empty()) preset = cuda ? "qwen3-1.7b" : "tiny";

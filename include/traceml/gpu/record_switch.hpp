@@ -134,7 +134,7 @@ class record_switch {
       detail::lock_guard lock(mu_);
       char buf[200];
       std::snprintf(buf, sizeof buf,
-                    "kernel records on %llu step(s) chosen to keep their cost under %.1f%% of run time: one cost "
+                    "kernel records on %llu step(s) chosen to keep their cost under %.3g%% of run time: one cost "
                     "%+.0f%% of a step, %.2f%% spent",
                     static_cast<unsigned long long>(budget_.recordings()), 100.0 * budget_.budget(),
                     100.0 * budget_.cost_per_recording(), 100.0 * budget_.spent_share());
