@@ -133,11 +133,11 @@ struct sampler_toggle : traceml::callback {
 };
 
 /// CPU time of this process's threads in three groups, in microseconds, from the kernel's per-thread
-/// accounting (/proc/self/task/<tid>/schedstat: nanoseconds on a CPU; Linux): the calling thread
-/// (the training thread), traceml's own threads (named "traceml ..."), and every other thread.
-/// `ok` is false where the files cannot be read.
+/// accounting (/proc/self/task/<tid>/schedstat: nanoseconds on a CPU; Linux): traceml's own threads
+/// (named "traceml ..."), and every other thread but the calling one (the training thread, which
+/// CLOCK_THREAD_CPUTIME_ID reads). `ok` is false where the files cannot be read.
 struct thread_cpu {
-  double training_us = 0, traceml_us = 0, others_us = 0;
+  double traceml_us = 0, others_us = 0;
   bool ok = false;
 };
 
@@ -153,9 +153,8 @@ thread_cpu read_thread_cpu() {
     std::getline(comm, name);
     const double us = on_cpu_ns / 1e3;
     t.ok = true;
-    if (task.path().filename() == self)
-      t.training_us += us;
-    else if (name.rfind("traceml", 0) == 0)
+    if (task.path().filename() == self) continue;
+    if (name.rfind("traceml", 0) == 0)
       t.traceml_us += us;
     else
       t.others_us += us;
@@ -163,19 +162,13 @@ thread_cpu read_thread_cpu() {
   return t;
 }
 
-/// Added last: stamps step begins after the profiler's work and step ends before it.
+/// Added last: closes step_clock's bracket after each of the profiler's begin hooks and opens it
+/// before each of its end hooks; at the end of training reads the threads' CPU.
 struct after_profiler : traceml::callback {
   explicit after_profiler(step_clock& c) : clock(c) {}
   step_clock& clock;
-  std::vector<std::int64_t> begins, ends;
-  void on_step_begin() override {
-    begins.push_back(traceml::now_ns());
-    clock.close();
-  }
-  void on_step_end() override {
-    ends.push_back(traceml::now_ns());
-    clock.opened = ends.back();
-  }
+  void on_step_begin() override { clock.close(); }
+  void on_step_end() override { clock.open(); }
   void on_microbatch_begin() override { clock.close(); }
   void on_microbatch_end() override { clock.open(); }
   void on_phase_begin(traceml::phase_kind, const char*) override { clock.close(); }
@@ -261,7 +254,7 @@ mode parse_mode(std::string s) {
   m.profiler = true;
   if (s == "defaults") {
     m.defaults = true;
-    m.budget = 0.0025;  // the trainer's --record-budget: blocks as long as --budget-block
+    m.budget = traceml::cupti_options{}.overhead_budget;  // the trainer's: blocks as long as --budget-block
     return m;
   }
   if (s == "cpu") return m;
@@ -323,7 +316,7 @@ std::unique_ptr<traceml::gpu_source> with_counters(const mode& md, std::unique_p
 }
 
 /// The GPU source qwen3_accumulation makes at its defaults (examples/qwen3/experiment.cpp's
-/// make_gpu_source: --gpu-timing auto, --record-budget 0.5, hardware counters on).
+/// make_gpu_source: --gpu-timing auto, --record-budget at the library's default, hardware counters on).
 std::unique_ptr<traceml::gpu_source> trainer_default_source() {
   traceml::gpu_source_options g;
   g.current_stream = traceml::libtorch::current_stream_provider();

@@ -19,11 +19,7 @@
 
 namespace {
 
-std::vector<traceml::span_record> drain() {
-  std::vector<traceml::span_record> out;
-  traceml::detail::drain_all([&](const traceml::span_record& r) { out.push_back(r); });
-  return out;
-}
+using traceml_test::drain;
 
 bool named(const traceml::span_record& r, const char* name) { return std::string(r.name) == name; }
 
