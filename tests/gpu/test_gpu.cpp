@@ -744,6 +744,7 @@ CATCH_TEST_CASE("hardware counters on every phase of every step, agreeing with k
   // below its records on an H100; at 100 us the edges weigh a tenth of that.
   o.counters.interval_ns = counter_interval_ns(100'000);
   o.cupti_opts.overhead_budget = 0;  // every step recorded: the two sources side by side on each
+  o.counters.decode_budget = 0;      // every sample evaluated: counters on every step
   auto src = traceml::make_best_gpu_source(o);
   CATCH_REQUIRE(src);
   CATCH_REQUIRE(std::string(src->name()) == "cupti+pm");
@@ -803,6 +804,7 @@ CATCH_TEST_CASE("between profilers the hardware counters pause, and the next pro
   o.hardware_counters = true;
   o.counters.interval_ns = counter_interval_ns();
   o.cupti_opts.overhead_budget = 0;
+  o.counters.decode_budget = 0;
   auto run_once = [&] {
     auto src = traceml::make_best_gpu_source(o);
     auto* pm = dynamic_cast<traceml::pm_sampling_source*>(src.get());
@@ -834,6 +836,61 @@ CATCH_TEST_CASE("between profilers the hardware counters pause, and the next pro
   CATCH_CHECK(second.first);
   CATCH_CHECK(second.second == 6);
   CATCH_CHECK(sampler.decode_failure().empty());
+}
+
+CATCH_TEST_CASE("hardware counters within a decoding budget: whole steps in windows, none between them",
+                "[gpu][pm][budget]") {
+  mlp_loop loop;
+  loop.step(false);
+  auto o = torch_options();
+  o.hardware_counters = true;
+  o.cupti_opts.overhead_budget = 0;
+  // A budget no decoding fits, and windows of one pass: the first window is evaluated, then the
+  // longest gap (99 passes, ~20 s) drains the rest of the run; the end is flushed and evaluated.
+  o.counters.decode_budget = 1e-6;
+  o.counters.decode_window_ms = 1;
+  auto src = traceml::make_best_gpu_source(o);
+  auto* pm = dynamic_cast<traceml::pm_sampling_source*>(src.get());
+  CATCH_REQUIRE(pm);
+  if (!pm->sampling()) {
+    std::printf("SKIPPED hardware counters: %s\n", pm->why().c_str());
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::size_t steps = 0;
+  auto r = run_profiled(std::move(src), 1000, [&](int) {
+    if (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1500)) {
+      loop.step(false);
+      ++steps;
+    }
+  });
+  const auto& sampler = traceml::process_pm_sampler();
+  std::size_t sampled = 0;
+  for (const auto& s : r.steps) {
+    CATCH_REQUIRE(s.gpu.has_value());
+    if (!s.gpu->total.counters.measured()) continue;
+    ++sampled;
+    // Whole steps only: the samples cover all of the step's GPU span.
+    CATCH_CAPTURE(s.step);
+    CATCH_CHECK(static_cast<double>(s.gpu->total.counters.covered_ns) >=
+                0.95 * static_cast<double>(s.gpu->total.span_ns));
+  }
+  std::printf("decoding budget: %zu of %zu steps with counters; %s\n", sampled, steps, r.summary.gpu_status.c_str());
+  CATCH_CHECK(r.steps.size() == steps);
+  CATCH_CHECK(sampled > 0);
+  CATCH_CHECK(sampled < steps);
+  CATCH_CHECK(sampler.stats().drained > 0);
+  CATCH_CHECK(r.summary.gpu_status.find("samples evaluated in windows of 0.2 s") != std::string::npos);
+  CATCH_CHECK(r.summary.gpu_status.find("timed steps between the windows, without counters") != std::string::npos);
+  // Every run-level counter figure says the steps it rests on: those with counters.
+  for (const auto& p : r.summary.phases) {
+    CATCH_CAPTURE(p.name);
+    CATCH_REQUIRE(p.counters.has_value());
+    CATCH_CHECK(p.counters->steps == sampled);
+    CATCH_CHECK(p.counters->busy_share >= 0);
+    CATCH_CHECK(p.counters->busy_share <= 1);
+    CATCH_CHECK(p.counters->coverage > 0.95);
+  }
 }
 
 CATCH_TEST_CASE("one CUPTI source at a time - shut down cleanly and start again", "[gpu][degrade]") {

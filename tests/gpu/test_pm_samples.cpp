@@ -9,6 +9,7 @@
 
 #include "synthetic_records.hpp"
 #include "traceml/gpu/attribution_stage.hpp"
+#include "traceml/gpu/pm_decode_budget.hpp"
 #include "traceml/gpu/pm_placement.hpp"
 #include "traceml/gpu/pm_samples.hpp"
 #include "traceml/gpu/pm_sampling_config.hpp"
@@ -269,4 +270,91 @@ TEST_CASE("a decode period fits one pass of the counter-data image", "[pm][decod
   o.decode_period_ms = 200;
   o.interval_ns = 1;  // absurdly fine: capped
   CHECK(traceml::detail::samples_per_pass(o) == 65536);
+}
+
+TEST_CASE("a window is whole only where samples cover it without a hole", "[pm][budget]") {
+  std::vector<pm_sample> v;  // 1000..2000 in 100 ns samples, then a hole 2000..2300, then 2300..2600
+  for (int i = 0; i < 10; ++i) v.push_back(sample(1000 + 100 * i, 1100 + 100 * i, 0.5));
+  for (int i = 0; i < 3; ++i) v.push_back(sample(2300 + 100 * i, 2400 + 100 * i, 0.5));
+  CHECK(samples_cover(v, 1050, 1950, 50));
+  CHECK(samples_cover(v, 1000, 2000, 0));
+  CHECK_FALSE(samples_cover(v, 900, 1500, 50));   // begins 100 before the first sample
+  CHECK(samples_cover(v, 960, 1500, 50));         // 40 before: within the tolerance
+  CHECK_FALSE(samples_cover(v, 1500, 2400, 50));  // across the hole (300)
+  CHECK(samples_cover(v, 1500, 2400, 300));       // a hole the tolerance allows
+  CHECK_FALSE(samples_cover(v, 2050, 2250, 50));  // inside the hole
+  CHECK(samples_cover(v, 2350, 2600, 50));
+  CHECK_FALSE(samples_cover(v, 2350, 2700, 50));  // past the last sample
+  CHECK_FALSE(samples_cover(v, 1500, 1500, 50));  // empty window
+  CHECK_FALSE(samples_cover({}, 1000, 1100, 50));
+}
+
+TEST_CASE("the decoding budget: windows of evaluated samples, gaps chosen from measured costs", "[pm][budget]") {
+  constexpr std::int64_t period = 200'000'000;  // 200 ms passes; 0.25% of it: 0.5 ms
+  auto run_window = [&](pm_decode_budget& b, std::int64_t cost) {
+    for (int i = 0; i < b.window_passes(); ++i) {
+      REQUIRE(b.evaluating());
+      b.passed(true, cost, period);
+    }
+  };
+  SECTION("evaluating everything fits: no gap") {
+    pm_decode_budget b(0.0025, 10);
+    for (int i = 0; i < 50; ++i) {
+      REQUIRE(b.evaluating());
+      b.passed(true, 400'000, period);  // 0.4 ms of 0.5 allowed
+    }
+    CHECK(b.gap_passes() == 0);
+    CHECK(b.describe(period).find("every sample evaluated (0.20% of one core, within the 0.25% budget)") !=
+          std::string::npos);
+  }
+  SECTION("over the budget: a gap that brings the whole within it") {
+    pm_decode_budget b(0.0025, 10);
+    run_window(b, 6'000'000);  // 6 ms a pass: 3% of one core
+    // No drain measured yet: gap = ceil(10 x (6 - 0.5) / 0.5) = 110.
+    CHECK(b.gap_passes() == 110);
+    for (int i = 0; i < 110; ++i) {
+      REQUIRE_FALSE(b.evaluating());
+      b.passed(false, 250'000, period);  // draining: 0.25 ms a pass
+    }
+    CHECK(b.mean_drain_ns() == Approx(250'000));
+    run_window(b, 6'000'000);
+    // gap = ceil(10 x 5.5 / (0.5 - 0.25)) = 220: (10 x 6 + 220 x 0.25) / (230 x 200) = 0.25% exactly.
+    CHECK(b.gap_passes() == 220);
+    CHECK((10 * 6.0 + 220 * 0.25) / (230 * 200.0) == Approx(0.0025));
+    CHECK(b.describe(period).find("windows of 2.0 s with 44.0 s between them (evaluating every sample would take "
+                                  "3.00% of one core, over the 0.25% budget)") != std::string::npos);
+    CHECK_FALSE(b.evaluating());
+  }
+  SECTION("draining alone over the budget: the longest gap, and it says so") {
+    pm_decode_budget b(0.0025, 2);
+    run_window(b, 6'000'000);
+    for (int i = 0; i < b.gap_passes(); ++i) b.passed(false, 600'000, period);
+    run_window(b, 6'000'000);
+    CHECK(b.gap_passes() == pm_decode_budget::max_gap_windows * 2);
+    CHECK(b.describe(period).find("draining the buffer alone exceeds it") != std::string::npos);
+  }
+  SECTION("no budget: every pass evaluates, whatever it costs") {
+    pm_decode_budget b(0, 10);
+    for (int i = 0; i < 30; ++i) {
+      REQUIRE(b.evaluating());
+      b.passed(true, 50'000'000, period);
+    }
+    CHECK(b.gap_passes() == 0);
+    CHECK(b.describe(period).empty());
+  }
+  SECTION("a window opened on demand (a flush, a new profiler) cuts the gap short") {
+    pm_decode_budget b(0.0025, 3);
+    run_window(b, 6'000'000);
+    REQUIRE_FALSE(b.evaluating());
+    b.open_window();
+    run_window(b, 6'000'000);
+    CHECK_FALSE(b.evaluating());
+  }
+}
+
+TEST_CASE("a window of the decoding budget in decode passes", "[pm][budget]") {
+  CHECK(traceml::detail::decode_window_passes(2000, 200) == 10);
+  CHECK(traceml::detail::decode_window_passes(2100, 200) == 11);
+  CHECK(traceml::detail::decode_window_passes(50, 200) == 1);
+  CHECK(traceml::detail::decode_window_passes(2000, 0) == 2000);  // no period: a pass per ms
 }

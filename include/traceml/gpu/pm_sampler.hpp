@@ -157,6 +157,7 @@ class pm_sampler {
         }
         paused_ = false;
         decoder_.new_session();
+        budget_.open_window();
       }
     }
     wake_.notify_all();
@@ -190,8 +191,20 @@ class pm_sampler {
 #endif
   }
 
-  /// Decodes now on the caller's thread (the worker's pass may run as well: serialised). For the end
-  /// of a run, when the samples up to now are needed at once.
+  /// The decoding's budget for the profiler that takes the sampler (pm_decode_budget.hpp): `budget`
+  /// of one core, windows of `window_ms`. A window opens now.
+  void set_decode_budget(double budget, int window_ms) {
+#if TRACEML_HAS_PM_SAMPLING
+    detail::lock_guard lock(cupti_mu_);
+    budget_.set(budget, detail::decode_window_passes(window_ms, opt_.decode_period_ms));
+#else
+    (void)budget, (void)window_ms;
+#endif
+  }
+
+  /// Decodes now on the caller's thread (the worker's pass may run as well: serialised), every sample
+  /// evaluated, and opens a window of the budget: the caller wants the samples from here on (a clock
+  /// calibration, the end of a run).
   void flush() {
 #if TRACEML_HAS_PM_SAMPLING
     if (running_) decode_all();
@@ -232,6 +245,11 @@ class pm_sampler {
     const std::string failed = decode_failure();
     return failed.empty() ? s : s + "; " + failed;
   }
+  /// What the decoding budget chose and why ("" while every sample is evaluated within it).
+  std::string budget_status() const {
+    detail::lock_guard lock(out_mu_);
+    return budget_text_;
+  }
 
  private:
   bool fail(const std::string& why) {
@@ -270,16 +288,27 @@ class pm_sampler {
   /// One decode pass per call until the hardware buffer is empty. Serialised (worker and flush()).
   /// A failure here only stops decoding (said once through decode_failure()); the sampling object is
   /// torn down by stop(), on the thread that owns it, never by the worker.
-  void decode_all() {
+  /// `periodic`: the worker's pass, which the budget may turn into a drain (pm_decode_budget.hpp);
+  /// any other pass evaluates, and opens a window.
+  void decode_all(bool periodic = false) {
     detail::lock_guard lock(cupti_mu_);
     if (decode_failed_) return;
+    const bool evaluate = !periodic || budget_.evaluating();
     const std::int64_t t0 = now_ns();
-    detail::pm_decoded got = decoder_.decode(api_, config_);
+    detail::pm_decoded got = decoder_.decode(api_, config_, evaluate);
     const std::int64_t spent = now_ns() - t0;
     if (!got.failure.empty()) decode_failed_ = true;
+    std::string chosen;
+    if (periodic) {
+      budget_.passed(evaluate, spent, std::int64_t{opt_.decode_period_ms} * 1000000);
+      chosen = budget_.describe(std::int64_t{opt_.decode_period_ms} * 1000000);
+    } else {
+      budget_.open_window();
+    }
     detail::lock_guard out(out_mu_);
     if (!got.failure.empty()) decode_failure_ = "hardware counters stopped: " + got.failure;
     detail::add_decoded(stats_, got, spent);
+    if (periodic) budget_text_ = std::move(chosen);
     if (keep_) out_.insert(out_.end(), got.samples.begin(), got.samples.end());
   }
 
@@ -295,7 +324,7 @@ class pm_sampler {
       wake_.wait(lock.native(), [this]() TRACEML_REQUIRES(wake_mu_) { return stopping_ || !paused_; });
       if (stopping_) break;
       lock.unlock();
-      decode_all();
+      decode_all(/*periodic=*/true);
       lock.lock();
     }
   }
@@ -322,12 +351,15 @@ class pm_sampler {
   bool paused_ TRACEML_GUARDED_BY(wake_mu_) = false;  // changed with cupti_mu_ held too
   detail::mutex cupti_mu_;                            // serialises decode passes (worker and flush())
   bool decode_failed_ TRACEML_GUARDED_BY(cupti_mu_) = false;
+  pm_decode_budget budget_ TRACEML_GUARDED_BY(cupti_mu_){
+      opt_.decode_budget, detail::decode_window_passes(opt_.decode_window_ms, opt_.decode_period_ms)};
 #endif
   mutable detail::mutex out_mu_;
   std::vector<pm_sample> out_ TRACEML_GUARDED_BY(out_mu_);
   pm_sampler_stats stats_ TRACEML_GUARDED_BY(out_mu_);
   std::string decode_failure_ TRACEML_GUARDED_BY(out_mu_);
   bool keep_ TRACEML_GUARDED_BY(out_mu_) = true;
+  std::string budget_text_ TRACEML_GUARDED_BY(out_mu_);  // budget_.describe() after the last periodic pass
   // Lock order where more than one is held: cupti_mu_, then wake_mu_, then out_mu_.
 };
 

@@ -199,6 +199,25 @@ inline void shift_samples(std::vector<pm_sample>& samples, std::int64_t offset_n
   }
 }
 
+/// Whether `samples` (sorted, non-overlapping) cover [begin_ns, end_ns) without a hole longer than
+/// `max_hole_ns`: the first overlapping one begins by begin_ns + max_hole_ns, the last ends by
+/// end_ns - max_hole_ns, and each begins within max_hole_ns of the previous one's end. A window in a
+/// gap between the decoding budget's windows (pm_decode_budget.hpp), or across its edge, is not.
+inline bool samples_cover(const std::vector<pm_sample>& samples, std::int64_t begin_ns, std::int64_t end_ns,
+                          std::int64_t max_hole_ns) {
+  if (end_ns <= begin_ns) return false;
+  auto it = std::upper_bound(samples.begin(), samples.end(), begin_ns,
+                             [](std::int64_t t, const pm_sample& s) { return t < s.begin_ns; });
+  if (it != samples.begin()) --it;
+  std::int64_t reached = begin_ns;  // covered up to here
+  for (; it != samples.end() && it->begin_ns < end_ns; ++it) {
+    if (it->end_ns <= reached) continue;
+    if (it->begin_ns - reached > max_hole_ns) return false;
+    reached = it->end_ns;
+  }
+  return end_ns - reached <= max_hole_ns;
+}
+
 /// How far the samples reach: the end of the last one (0 when none).
 inline std::int64_t samples_reach_ns(const std::vector<pm_sample>& samples) noexcept {
   return samples.empty() ? 0 : samples.back().end_ns;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "traceml/config.hpp"
+#include "traceml/gpu/pm_decode_budget.hpp"
 #include "traceml/gpu/pm_samples.hpp"
 #include "traceml/gpu/pm_sampling_api.hpp"
 
@@ -41,8 +42,12 @@ struct pm_sampler_options {
   /// How often the worker decodes the hardware buffer (0: no worker; flush() decodes). Fewer, fuller
   /// passes cost less: at 1 ms, 200 ms passes took 5% of a core where 20 ms passes at 100 us took 49%.
   int decode_period_ms = 200;
-  bool tensor = true;  ///< add the tensor-pipe counter when one pass allows it
-  bool dram = true;    ///< add the DRAM-throughput counter when one pass allows it
+  /// The share of one core decoding may use (pm_decode_budget.hpp): beyond it, samples are
+  /// evaluated in windows of `decode_window_ms` with gaps between them. 0 or less: every sample.
+  double decode_budget = default_decode_budget;
+  int decode_window_ms = 2000;  ///< a window of evaluated samples: several steps of any trainer
+  bool tensor = true;           ///< add the tensor-pipe counter when one pass allows it
+  bool dram = true;             ///< add the DRAM-throughput counter when one pass allows it
 };
 
 namespace detail {
@@ -57,6 +62,12 @@ inline std::uint32_t samples_per_pass(const pm_sampler_options& o) {
     need = std::max<std::uint64_t>(need, 2 * ((period_ns + interval_ns - 1) / interval_ns));
   }
   return static_cast<std::uint32_t>(std::min<std::uint64_t>(need, 1u << 16));
+}
+
+/// Decode passes in a window of the budget: `window_ms` at the decode period, at least one.
+inline int decode_window_passes(int window_ms, int decode_period_ms) {
+  const int period = std::max(decode_period_ms, 1);
+  return std::max(1, (window_ms + period - 1) / period);
 }
 
 #if TRACEML_HAS_PM_SAMPLING

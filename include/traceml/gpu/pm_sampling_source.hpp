@@ -126,6 +126,7 @@ class pm_sampling_source : public gpu_source {
       why_ = "hardware counters off: another profiler of this process is using them";
     } else {
       sampler_ = &shared;
+      shared.set_decode_budget(opt_.sampler.decode_budget, opt_.sampler.decode_window_ms);
       base_stats_ = shared.stats();
       taken_ns_ = now_ns();
       if (!shared.resume()) {
@@ -149,6 +150,7 @@ class pm_sampling_source : public gpu_source {
     s.decode_passes -= base_stats_.decode_passes;
     s.overflows -= base_stats_.overflows;
     s.irregular -= base_stats_.irregular;
+    s.drained -= base_stats_.drained;
     s.decode_cpu_ns -= base_stats_.decode_cpu_ns;
     return s;
   }
@@ -211,7 +213,8 @@ class pm_sampling_source : public gpu_source {
         take_samples();
       }
     }
-    const std::int64_t reach = samples_reach_ns(samples_);
+    // How far decoding reached: past the samples kept when the budget's gap drained the last ones.
+    const std::int64_t reach = std::max(samples_reach_ns(samples_), decoded_reach_ns_);
     while (!held_.empty()) {
       held_step& h = held_.front();
       const placement where = place(h.activity);
@@ -226,7 +229,14 @@ class pm_sampling_source : public gpu_source {
         ++lost_.stamp_not_run;
       }
       if (where == placement::placed && end >= 0 && !covered) ++lost_.samples_late;
-      detail::apply_samples(h.activity, samples_);
+      // A step reached by decoding gets counters only where evaluated samples cover all of it: one
+      // that falls in (or across the edge of) a gap between the budget's windows gets none.
+      const bool whole = where == placement::placed && end >= 0 &&
+                         samples_cover(samples_, h.activity.gpu_clock_ns, end, 2 * sampler_->interval_ns());
+      if (covered && where == placement::placed && !whole)
+        ++between_windows_;
+      else
+        detail::apply_samples(h.activity, samples_);
       released_end_ns_ = std::max(released_end_ns_, end);
       d.steps.push_back(std::move(h.activity));
       held_.pop_front();
@@ -255,15 +265,24 @@ class pm_sampling_source : public gpu_source {
     // What the sampler did for this source: a reader can tell lost samples from idle time.
     const pm_sampler_stats st = sampler_stats();
     const double wall_s = static_cast<double>(now_ns() - taken_ns_) / 1e9;
-    char counts[200];
+    char counts[260];
     std::snprintf(counts, sizeof counts,
-                  "; %llu samples (%.0f per s), %llu dropped as irregular, %llu overflows, decoding %.1f%% of one core",
+                  "; %llu samples evaluated (%.0f per s), %llu drained between windows, %llu dropped as irregular, "
+                  "%llu overflows, decoding %.2f%% of one core",
                   static_cast<unsigned long long>(st.samples),
                   wall_s > 0 ? static_cast<double>(st.samples) / wall_s : 0.0,
-                  static_cast<unsigned long long>(st.irregular), static_cast<unsigned long long>(st.overflows),
+                  static_cast<unsigned long long>(st.drained), static_cast<unsigned long long>(st.irregular),
+                  static_cast<unsigned long long>(st.overflows),
                   wall_s > 0 ? 100.0 * static_cast<double>(st.decode_cpu_ns) / 1e9 / wall_s : 0.0);
     s += ")";
     s += counts;
+    if (const std::string chosen = sampler_->budget_status(); !chosen.empty()) s += "; " + chosen;
+    if (between_windows_) {
+      char gap[120];
+      std::snprintf(gap, sizeof gap, "; %llu timed steps between the windows, without counters",
+                    static_cast<unsigned long long>(between_windows_));
+      s += gap;
+    }
     if (const std::uint64_t lost = lost_.stamp_not_run + lost_.samples_late) {
       char why[200];
       std::snprintf(why, sizeof why,
@@ -346,6 +365,9 @@ class pm_sampling_source : public gpu_source {
   }
 
   void take_samples() {
+    // The reach first: every sample decoded up to it is in what take() returns next.
+    const std::int64_t decoded_to = sampler_->stats().decoded_to_ns;
+    if (decoded_to > 0) decoded_reach_ns_ = std::max(decoded_reach_ns_, decoded_to + alignment_.offset_ns);
     auto fresh = sampler_->take();
     shift_samples(fresh, alignment_.offset_ns);
     samples_.insert(samples_.end(), fresh.begin(), fresh.end());
@@ -396,6 +418,8 @@ class pm_sampling_source : public gpu_source {
   std::deque<held_step> held_;                                            // collect() only (one caller at a time)
   std::vector<pm_sample> samples_;                                        // sorted, on the GPU's clock; collect() only
   std::int64_t released_end_ns_ = -1;  // GPU-clock end of the last step released; collect() only
+  std::int64_t decoded_reach_ns_ = 0;  // GPU-clock end of the last sample decoded, evaluated or not
+  std::uint64_t between_windows_ = 0;  // timed steps in the budget's gaps (no counters); collect() only
   clock_alignment alignment_;          // samples' clock -> GPU clock, measured at start
   std::int64_t drift_ns_ = 0;
   bool drift_measured_ = false;
