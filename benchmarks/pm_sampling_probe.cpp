@@ -261,6 +261,7 @@ int main(int argc, char** argv) {
   traceml::pm_sampler_options so;
   so.interval_ns = std::int64_t{interval_us} * 1000;
   so.max_samples = max_samples;
+  so.decode_budget = 0;  // every sample evaluated: the rate and cost below are of full decoding
   const std::int64_t t_start = traceml::now_ns();
   // The process's sampler, as the profiler's source uses it (never disabled: step 4 takes it over).
   traceml::pm_sampler& sampler = traceml::process_pm_sampler(so);

@@ -19,7 +19,7 @@
 //   cupti            + boundary markers: CUPTI as make_best_gpu_source makes it, without counters
 //                    (markers exist only inside the CUPTI source, on the steps it records: their cost
 //                    is this mode over the one before)
-//   counters         + hardware counters (CUPTI PM sampling, on every step)
+//   counters         + hardware counters (CUPTI PM sampling, decoded within its budget)
 //   defaults         what TRACEML_OUT gives (session.hpp's start_session): the summary JSON, the JSONL,
 //                    the Chrome trace and the HTML report, finish on SIGINT/SIGTERM, and
 //                    make_best_gpu_source with the torch adapter's stream and memory sampler (the
