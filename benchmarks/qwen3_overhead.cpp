@@ -138,6 +138,7 @@ struct sampler_toggle : traceml::callback {
 /// CLOCK_THREAD_CPUTIME_ID reads). `ok` is false where the files cannot be read.
 struct thread_cpu {
   double traceml_us = 0, others_us = 0;
+  std::map<std::string, double> traceml_by_name;  // traceml's threads by name (same names summed)
   bool ok = false;
 };
 
@@ -154,9 +155,10 @@ thread_cpu read_thread_cpu() {
     const double us = on_cpu_ns / 1e3;
     t.ok = true;
     if (task.path().filename() == self) continue;
-    if (name.rfind("traceml", 0) == 0)
+    if (name.rfind("traceml", 0) == 0) {
       t.traceml_us += us;
-    else
+      t.traceml_by_name[name] += us;
+    } else
       t.others_us += us;
   }
   return t;
@@ -291,6 +293,7 @@ struct mode_result {
   std::vector<double> thread_us_added, process_us_added;
   // Per round, per step: traceml's threads' CPU time; the other threads' CPU time minus off's.
   std::vector<double> traceml_threads_us, others_us_added;
+  std::map<std::string, std::vector<double>> traceml_thread_us;  // per round, per step, by thread name
   std::vector<double> spent;  // per block: the recordings' share of the run (recordings_spent)
   std::uint64_t recorded_steps = 0, steps = 0, timed_steps = 0;  // timed: the step's GPU span measured
   std::uint64_t kernels = 0, attributed = 0, dropped = 0, gpu_steps = 0, switches = 0;
@@ -343,6 +346,15 @@ void print_parts(const mode_result& m, const mode_result& off, double off_ms) {
       "[%+.1f, %+.1f])\n",
       "", 100 * hooks, mean(m.hook_us) - mean(off.hook_us), 100 * spent_share, m.spent.size(), 100 * own,
       median(m.traceml_threads_us), 100 * own, 100 * others, median(m.others_us_added), oi.lo, oi.hi);
+  std::string by_name;
+  for (const auto& [name, us] : m.traceml_thread_us) {
+    char one[96];
+    std::snprintf(one, sizeof one, "%s\"%s\" %.1f us (%.3f%%)", by_name.empty() ? "" : ", ", name.c_str(), median(us),
+                  100 * median(us) / 1e3 / off_ms);
+    by_name += one;
+  }
+  if (!by_name.empty())
+    std::printf("  %-9s   traceml's threads per step (median of rounds): %s\n", "", by_name.c_str());
   std::printf(
       "  %-9s   bounded by its parts: %.3f%% (hooks + recordings + traceml's threads, each thread's CPU as if it "
       "were the training's own), %.3f%% with the other threads' upper end; add the GPU work bound from the "
@@ -529,9 +541,15 @@ int main(int argc, char** argv) {
           const thread_cpu threads1 = after.threads;
           round_cpu[md.name] = {(cpu_us(CLOCK_THREAD_CPUTIME_ID) - thread0) / block_steps,
                                 (cpu_us(CLOCK_PROCESS_CPUTIME_ID) - process0) / block_steps};
-          if (threads0.ok && threads1.ok)
+          if (threads0.ok && threads1.ok) {
             round_threads[md.name] = {(threads1.traceml_us - threads0.traceml_us) / block_steps,
                                       (threads1.others_us - threads0.others_us) / block_steps};
+            for (const auto& [name, us] : threads1.traceml_by_name) {
+              const auto before = threads0.traceml_by_name.find(name);
+              out.traceml_thread_us[name].push_back(
+                  (us - (before == threads0.traceml_by_name.end() ? 0.0 : before->second)) / block_steps);
+            }
+          }
           if (cupti) {
             out.switches += cupti->record_switches();
             out.switch_ns += cupti->record_switch_ns();
