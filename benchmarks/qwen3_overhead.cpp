@@ -182,14 +182,10 @@ struct after_profiler : traceml::callback {
   thread_cpu threads;
 };
 
-/// The share of run time CUPTI's recordings cost, as the recording budget measured it: the "N%
-/// spent" of the source's status line (record_switch.hpp); NaN where the status has none.
-double recordings_spent(const std::string& status) {
-  const auto at = status.find("% spent");
-  if (at == std::string::npos) return std::nan("");
-  auto from = at;
-  while (from > 0 && (std::isdigit(static_cast<unsigned char>(status[from - 1])) || status[from - 1] == '.')) --from;
-  return from < at ? std::atof(status.substr(from, at - from).c_str()) / 100.0 : std::nan("");
+/// The CUPTI source a GPU source is or wraps (the hardware counters' source wraps one), or null.
+traceml::cupti_source* cupti_inside(traceml::gpu_source* s) {
+  if (auto* pm = dynamic_cast<traceml::pm_sampling_source*>(s)) s = pm->inner();
+  return dynamic_cast<traceml::cupti_source*>(s);
 }
 
 /// CPU time of a clock (CLOCK_THREAD_CPUTIME_ID, CLOCK_PROCESS_CPUTIME_ID), in microseconds.
@@ -294,7 +290,7 @@ struct mode_result {
   // Per round, per step: traceml's threads' CPU time; the other threads' CPU time minus off's.
   std::vector<double> traceml_threads_us, others_us_added;
   std::map<std::string, std::vector<double>> traceml_thread_us;  // per round, per step, by thread name
-  std::vector<double> spent;  // per block: the recordings' share of the run (recordings_spent)
+  std::vector<double> spent;  // per block: the recordings' share of the run, as their budget measured it
   std::uint64_t recorded_steps = 0, steps = 0, timed_steps = 0;  // timed: the step's GPU span measured
   std::uint64_t kernels = 0, attributed = 0, dropped = 0, gpu_steps = 0, switches = 0;
   std::int64_t switch_ns = 0;
@@ -504,7 +500,11 @@ int main(int argc, char** argv) {
             }
             prof = std::make_unique<traceml::profiler>(po);
             if (md.defaults) {
-              if (cuda) prof->set_gpu_source(trainer_default_source());
+              if (cuda) {
+                auto src = trainer_default_source();
+                cupti = cupti_inside(src.get());
+                prof->set_gpu_source(std::move(src));
+              }
             } else if (md.events) {
               traceml::cuda_events_options eo;
               eo.current_stream = traceml::libtorch::current_stream_provider();
@@ -550,7 +550,8 @@ int main(int argc, char** argv) {
                   (us - (before == threads0.traceml_by_name.end() ? 0.0 : before->second)) / block_steps);
             }
           }
-          if (cupti) {
+          if (cupti) {  // before finish(), which ends the source
+            if (md.budget > 0) out.spent.push_back(cupti->recordings_spent_share());
             out.switches += cupti->record_switches();
             out.switch_ns += cupti->record_switch_ns();
           }
@@ -571,7 +572,6 @@ int main(int argc, char** argv) {
           if (prof) {
             const auto& result = prof->finish();
             out.status = result.summary.gpu_status;
-            if (const double spent = recordings_spent(out.status); !std::isnan(spent)) out.spent.push_back(spent);
             // Which steps were recorded: the reports say so (kernels_measured); every other step
             // carries only the CUDA events' GPU time.
             std::set<std::int32_t> recorded;

@@ -294,6 +294,9 @@ class cupti_source : public gpu_source {
   /// doing it (cuptiActivityEnable calls), since the start.
   std::uint64_t record_switches() const noexcept { return switch_.switches(); }
   std::int64_t record_switch_ns() const noexcept { return switch_.switch_ns(); }
+  /// With a recording budget: the share of the run's time the recordings cost so far, as the budget
+  /// measured it (the status line's "N% spent"); 0 without one.
+  double recordings_spent_share() const { return switch_.spent_share(); }
 
  private:
   /// Hot: one event record, its time charged to the events' budget.

@@ -256,7 +256,7 @@ class pm_sampling_source : public gpu_source {
     if (!sampling()) return inner + "; " + (why_.empty() ? std::string("hardware counters off") : why_);
     char aligned[96];
     std::snprintf(aligned, sizeof aligned, "clock aligned by a %.1f ms calibration burst", alignment_.burst_ms);
-    std::string s = inner + "; " + sampler_->status() + " (every step the events time, every phase; " + aligned;
+    std::string s = inner + "; " + sampler_->status() + " (on the steps the events time, every phase; " + aligned;
     if (drift_measured_) {
       char moved[64];
       std::snprintf(moved, sizeof moved, ", moved %+.1f us by the end", static_cast<double>(drift_ns_) / 1e3);

@@ -144,6 +144,14 @@ class record_switch {
     return "kernel records on every step";
   }
 
+  /// The share of the run's time the recordings cost so far, as the budget measured it (0 without
+  /// a budget).
+  double spent_share() const {
+    if (budget_share_ <= 0) return 0;
+    detail::lock_guard lock(mu_);
+    return budget_.spent_share();
+  }
+
   /// How often records were switched on, and the training thread's time spent doing it.
   std::uint64_t switches() const noexcept { return switches_.load(); }
   std::int64_t switch_ns() const noexcept { return switch_ns_.load(); }
