@@ -165,7 +165,9 @@ thread_cpu read_thread_cpu() {
 }
 
 /// Added last: closes step_clock's bracket after each of the profiler's begin hooks and opens it
-/// before each of its end hooks; at the end of training reads the threads' CPU.
+/// before each of its end hooks; at the end of training reads the threads' CPU and the CUPTI
+/// source's counts (end hooks run in reverse order: this one before the profiler's, whose
+/// finish() ends its threads and its GPU source).
 struct after_profiler : traceml::callback {
   explicit after_profiler(step_clock& c) : clock(c) {}
   step_clock& clock;
@@ -177,9 +179,18 @@ struct after_profiler : traceml::callback {
   void on_phase_end(traceml::phase_kind, const char*) override { clock.open(); }
   void on_train_end() override {
     clock.end = traceml::now_ns();
-    threads = read_thread_cpu();  // before the profiler's finish() ends its threads
+    threads = read_thread_cpu();
+    if (cupti) {
+      spent = cupti->recordings_spent_share();
+      switches = cupti->record_switches();
+      switch_ns = cupti->record_switch_ns();
+    }
   }
   thread_cpu threads;
+  traceml::cupti_source* cupti = nullptr;  // the block's CUPTI source, if any (alive until finish())
+  double spent = 0;
+  std::uint64_t switches = 0;
+  std::int64_t switch_ns = 0;
 };
 
 /// The CUPTI source a GPU source is or wraps (the hardware counters' source wraps one), or null.
@@ -533,6 +544,7 @@ int main(int argc, char** argv) {
             if (!out.unavailable.empty()) continue;
             callbacks.add(*prof);
           }
+          after.cupti = cupti;
           callbacks.add(after);
           const int block_steps = md.budget > 0 ? budget_block : block;
           const double thread0 = cpu_us(CLOCK_THREAD_CPUTIME_ID), process0 = cpu_us(CLOCK_PROCESS_CPUTIME_ID);
@@ -550,10 +562,10 @@ int main(int argc, char** argv) {
                   (us - (before == threads0.traceml_by_name.end() ? 0.0 : before->second)) / block_steps);
             }
           }
-          if (cupti) {  // before finish(), which ends the source
-            if (md.budget > 0) out.spent.push_back(cupti->recordings_spent_share());
-            out.switches += cupti->record_switches();
-            out.switch_ns += cupti->record_switch_ns();
+          if (cupti) {  // read by `after` before finish() ended the source
+            if (md.budget > 0) out.spent.push_back(after.spent);
+            out.switches += after.switches;
+            out.switch_ns += after.switch_ns;
           }
           for (std::size_t i = 1; i < clock.hook_ns.size(); ++i)
             out.hook_us.push_back(static_cast<double>(clock.hook_ns[i]) / 1e3);

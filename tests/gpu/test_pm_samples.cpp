@@ -299,6 +299,7 @@ TEST_CASE("the decoding budget: windows of evaluated samples, gaps chosen from m
   };
   SECTION("evaluating everything fits: no gap") {
     pm_decode_budget b(0.0025, 10);
+    CHECK(b.describe(period).empty());  // nothing chosen before a window closed
     for (int i = 0; i < 50; ++i) {
       REQUIRE(b.evaluating());
       b.passed(true, 400'000, period);  // 0.4 ms of 0.5 allowed
@@ -310,28 +311,29 @@ TEST_CASE("the decoding budget: windows of evaluated samples, gaps chosen from m
   SECTION("over the budget: a gap that brings the whole within it") {
     pm_decode_budget b(0.0025, 10);
     run_window(b, 6'000'000);  // 6 ms a pass: 3% of one core
-    // No drain measured yet: gap = ceil(10 x (6 - 0.5) / 0.5) = 110.
+    // No gap pass measured yet: gap = ceil(10 x (6 - 0.5) / 0.5) = 110.
     CHECK(b.gap_passes() == 110);
     for (int i = 0; i < 110; ++i) {
       REQUIRE_FALSE(b.evaluating());
-      b.passed(false, 250'000, period);  // draining: 0.25 ms a pass
+      b.passed(false, 250'000, period);  // a gap's pass: 0.25 ms
     }
-    CHECK(b.mean_drain_ns() == Approx(250'000));
+    CHECK(b.mean_gap_ns() == Approx(250'000));
     run_window(b, 6'000'000);
     // gap = ceil(10 x 5.5 / (0.5 - 0.25)) = 220: (10 x 6 + 220 x 0.25) / (230 x 200) = 0.25% exactly.
     CHECK(b.gap_passes() == 220);
     CHECK((10 * 6.0 + 220 * 0.25) / (230 * 200.0) == Approx(0.0025));
-    CHECK(b.describe(period).find("windows of 2.0 s with 44.0 s between them (evaluating every sample would take "
-                                  "3.00% of one core, over the 0.25% budget)") != std::string::npos);
+    CHECK(b.describe(period).find("windows of 2.0 s with 44.0 s between them, the hardware stopped (evaluating "
+                                  "every sample would take 3.00% of one core, over the 0.25% budget)") !=
+          std::string::npos);
     CHECK_FALSE(b.evaluating());
   }
-  SECTION("draining alone over the budget: the longest gap, and it says so") {
+  SECTION("gaps alone over the budget: the longest gap, and it says so") {
     pm_decode_budget b(0.0025, 2);
     run_window(b, 6'000'000);
     for (int i = 0; i < b.gap_passes(); ++i) b.passed(false, 600'000, period);
     run_window(b, 6'000'000);
     CHECK(b.gap_passes() == pm_decode_budget::max_gap_windows * 2);
-    CHECK(b.describe(period).find("draining the buffer alone exceeds it") != std::string::npos);
+    CHECK(b.describe(period).find("the gaps alone exceed it") != std::string::npos);
   }
   SECTION("no budget: every pass evaluates, whatever it costs") {
     pm_decode_budget b(0, 10);

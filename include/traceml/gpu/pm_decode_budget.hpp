@@ -6,21 +6,22 @@
 // counters (small_steps and qwen3_overhead, per-thread CPU of "traceml counters"). At the 1 ms
 // interval that is 2.5-3.5% of one core for as long as the training runs: more than everything else
 // the profiler costs together, and on a host with few cores per GPU that core is the trainer's own
-// (data loading, launches). Sampling less often would blur every phase; evaluating only some of the
-// time keeps each window sharp. So the decoder evaluates every sample of a window of `window_passes`
-// decode passes (2 s at the default 200 ms period), then for a gap of passes it only drains the
-// hardware buffer (its samples are not evaluated; the steps they cover go without counter figures,
-// which say how many steps they rest on). The gap is chosen from the measured cost of an evaluating
-// pass and of a draining one, each time a window closes, so that decoding as a whole stays within
-// `budget` of one core; where evaluating everything fits the budget there is no gap. The gap never
-// passes max_gap_windows windows: counters then rest on at least 1% of the run.
+// (data loading, launches). Most of a pass's cost is fixed by the counter-data image, not by the
+// samples in it, so evaluating fewer of them would save little; sampling less often would blur every
+// phase. So the sampler takes and evaluates every sample of a window of `window_passes` decode
+// passes (2 s at the default 200 ms period), then stops the hardware for a gap of passes (nothing to
+// decode; the steps in the gap go without counter figures, which say how many steps they rest on).
+// The gap is chosen from the measured cost of a window's pass and of a gap's pass (near nothing),
+// each time a window closes, so that decoding as a whole stays within `budget` of one core; where
+// evaluating everything fits the budget there is no gap. The gap never passes max_gap_windows
+// windows: counters then rest on at least 1% of the run.
 //
 // Pure arithmetic on the decoder's thread (pm_sampler.hpp asks it before each of its passes and
 // tells it each pass's cost); tested on the CPU (tests/gpu/test_pm_samples.cpp).
 //
 //   traceml::pm_decode_budget b(0.0025, 10);           // 0.25% of one core, windows of 10 passes
-//   before a pass:  bool evaluate = b.evaluating();
-//   after it:       b.passed(evaluate, cost_ns, period_ns);
+//   before a pass:  bool window = b.evaluating();      // else the hardware stays stopped
+//   after it:       b.passed(window, cost_ns, period_ns);
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -58,20 +59,21 @@ class pm_decode_budget {
   /// wanted now). The costs measured so far are kept.
   void open_window() noexcept { left_ = window_passes_, in_window_ = true; }
 
-  /// Whether the next periodic pass evaluates its samples (else it only drains the buffer).
+  /// Whether the next periodic pass takes and evaluates samples (else the hardware stays stopped).
   bool evaluating() const noexcept { return in_window_; }
 
-  /// After a periodic pass: whether it evaluated, its cost (CPU or wall time of the pass) and the
+  /// After a periodic pass: whether it was a window's, its cost (wall time of the pass) and the
   /// decode period. Closing a window chooses the gap that follows it.
   void passed(bool evaluated, std::int64_t cost_ns, std::int64_t period_ns) noexcept {
     cost_ns = std::max<std::int64_t>(cost_ns, 0);
     if (evaluated) {
       evaluate_ns_ += cost_ns, ++evaluated_;
     } else {
-      drain_ns_ += cost_ns, ++drained_;
+      gap_ns_ += cost_ns, ++gap_passes_run_;
     }
     if (--left_ > 0) return;
     if (in_window_) {
+      decided_ = true;
       gap_ = choose_gap(period_ns);
       in_window_ = gap_ == 0;
       left_ = in_window_ ? window_passes_ : gap_;
@@ -84,17 +86,18 @@ class pm_decode_budget {
   int gap_passes() const noexcept { return gap_; }
   int window_passes() const noexcept { return window_passes_; }
   double budget() const noexcept { return budget_; }
-  /// Mean cost of an evaluating and of a draining pass so far (0 when none ran).
+  /// Mean cost of a window's and of a gap's pass so far (0 when none ran).
   double mean_evaluate_ns() const noexcept { return evaluated_ ? static_cast<double>(evaluate_ns_) / evaluated_ : 0; }
-  double mean_drain_ns() const noexcept { return drained_ ? static_cast<double>(drain_ns_) / drained_ : 0; }
-  /// Whether even draining alone costs more than the budget (then the gap is the longest allowed).
-  bool over_budget_draining(std::int64_t period_ns) const noexcept {
-    return budget_ > 0 && drained_ > 0 && mean_drain_ns() >= budget_ * static_cast<double>(period_ns);
+  double mean_gap_ns() const noexcept { return gap_passes_run_ ? static_cast<double>(gap_ns_) / gap_passes_run_ : 0; }
+  /// Whether the gaps' passes alone cost more than the budget (then the gap is the longest allowed).
+  bool over_budget_in_gaps(std::int64_t period_ns) const noexcept {
+    return budget_ > 0 && gap_passes_run_ > 0 && mean_gap_ns() >= budget_ * static_cast<double>(period_ns);
   }
 
-  /// What was chosen and why, for the status line ("" while every sample is evaluated within budget).
+  /// What was chosen and why, for the status line ("" without a budget, or before the first window
+  /// closed: nothing chosen yet).
   std::string describe(std::int64_t period_ns) const {
-    if (budget_ <= 0 || evaluated_ == 0) return "";
+    if (budget_ <= 0 || !decided_) return "";
     const double period = static_cast<double>(period_ns);
     const double all_pct = period > 0 ? 100.0 * mean_evaluate_ns() / period : 0;
     char text[320];
@@ -104,20 +107,20 @@ class pm_decode_budget {
       return text;
     }
     std::snprintf(text, sizeof text,
-                  "samples evaluated in windows of %.1f s with %.1f s between them (evaluating every sample "
-                  "would take %.2f%% of one core, over the %.3g%% budget%s)",
+                  "samples taken in windows of %.1f s with %.1f s between them, the hardware stopped (evaluating "
+                  "every sample would take %.2f%% of one core, over the %.3g%% budget%s)",
                   window_passes_ * period / 1e9, gap_ * period / 1e9, all_pct, 100 * budget_,
-                  over_budget_draining(period_ns) ? "; draining the buffer alone exceeds it" : "");
+                  over_budget_in_gaps(period_ns) ? "; the gaps alone exceed it" : "");
     return text;
   }
 
  private:
-  /// Passes between windows so that (window x evaluate + gap x drain) <= budget x (window + gap) x
-  /// period: gap = window x (evaluate - B) / (B - drain), B = budget x period.
+  /// Passes between windows so that (window x evaluate + gap x gap pass) <= budget x (window + gap) x
+  /// period: gap = window x (evaluate - B) / (B - gap pass), B = budget x period.
   int choose_gap(std::int64_t period_ns) const noexcept {
     const int most = max_gap_windows * window_passes_;
     const double allowed = budget_ * static_cast<double>(period_ns);
-    const double e = mean_evaluate_ns(), d = mean_drain_ns();
+    const double e = mean_evaluate_ns(), d = mean_gap_ns();
     if (budget_ <= 0 || e <= allowed) return 0;
     if (d >= allowed) return most;
     const double gap = std::ceil(window_passes_ * (e - allowed) / (allowed - d));
@@ -128,9 +131,10 @@ class pm_decode_budget {
   int window_passes_ = 10;
   int left_ = 10;          // passes left in the current window or gap
   bool in_window_ = true;  // evaluating now
+  bool decided_ = false;   // a window closed: gap_ was chosen
   int gap_ = 0;
-  std::int64_t evaluate_ns_ = 0, drain_ns_ = 0;
-  std::uint64_t evaluated_ = 0, drained_ = 0;
+  std::int64_t evaluate_ns_ = 0, gap_ns_ = 0;
+  std::uint64_t evaluated_ = 0, gap_passes_run_ = 0;
 };
 
 TRACEML_END_NAMESPACE

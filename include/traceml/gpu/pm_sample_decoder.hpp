@@ -22,15 +22,17 @@ TRACEML_BEGIN_NAMESPACE
 /// Counts of what the sampler did (read any time).
 struct pm_sampler_stats {
   std::uint64_t samples = 0;  ///< decoded and evaluated
-  std::uint64_t drained = 0;  ///< decoded between the budget's windows, not evaluated (pm_decode_budget.hpp)
+  std::uint64_t gaps = 0;     ///< times the hardware stopped between the budget's windows (pm_decode_budget.hpp)
   std::uint64_t decode_passes = 0;
   std::uint64_t overflows = 0;             ///< hardware buffer or counter-data image full: samples lost
   std::uint64_t irregular = 0;             ///< the session's first, longer than 4 intervals, or not finite: dropped
-  std::int64_t decode_cpu_ns = 0;          ///< wall time of the worker's decode passes
+  std::int64_t decode_cpu_ns = 0;          ///< CPU time of the decode passes (of the threads that ran them)
   std::int64_t first_ns = 0, last_ns = 0;  ///< first sample's begin, last sample's end (GPU clock)
-  /// The end of the last sample decoded, evaluated or drained (the samples' clock): no sample before
-  /// it is still to come.
+  /// The end of the last sample decoded (the samples' clock): no sample before it is still to come.
   std::int64_t decoded_to_ns = 0;
+  /// While the hardware is stopped between the budget's windows: where its samples end (the samples'
+  /// clock); -1 while it samples. No sample after it comes until the next window.
+  std::int64_t gap_from_ns = -1;
   double mean_interval_ns = 0;  ///< mean sample length achieved
 };
 
@@ -39,7 +41,7 @@ namespace detail {
 /// What one decode() call found: the samples in time order and the counts of its passes.
 struct pm_decoded {
   std::vector<pm_sample> samples;
-  std::uint64_t passes = 0, overflows = 0, irregular = 0, drained = 0;
+  std::uint64_t passes = 0, overflows = 0, irregular = 0;
   std::int64_t decoded_to_ns = 0;  ///< end of the last sample decoded (0: none)
   std::string failure;             ///< "" while decoding works; otherwise the failed step, in words
 };
@@ -49,7 +51,6 @@ inline void add_decoded(pm_sampler_stats& stats, const pm_decoded& d, std::int64
   stats.decode_passes += d.passes;
   stats.overflows += d.overflows;
   stats.irregular += d.irregular;
-  stats.drained += d.drained;
   stats.decode_cpu_ns += spent_ns;
   stats.decoded_to_ns = std::max(stats.decoded_to_ns, d.decoded_to_ns);
   if (d.samples.empty()) return;
@@ -89,12 +90,11 @@ class pm_sample_decoder {
   void new_session() noexcept { seen_first_ = false; }
 
   /// One decode pass per call until the hardware buffer is empty, at most 64 (a runaway buffer cannot
-  /// hold the caller forever). A failure ends the passes, with `failure` set. `evaluate` false: the
-  /// buffer is only drained (pm_decode_budget's gaps): the samples are counted, not evaluated.
-  pm_decoded decode(const pm_sampling_api& api, const pm_sampling_config& config, bool evaluate = true) {
+  /// hold the caller forever). A failure ends the passes, with `failure` set.
+  pm_decoded decode(const pm_sampling_api& api, const pm_sampling_config& config) {
     pm_decoded out;
     for (int pass = 0; pass < 64; ++pass) {
-      if (!decode_pass(api, config, evaluate, out)) break;
+      if (!decode_pass(api, config, out)) break;
     }
     return out;
   }
@@ -111,7 +111,7 @@ class pm_sample_decoder {
 
   /// One pass: the hardware buffer into the image, its samples evaluated into `out`, the image
   /// initialized again. True when the image filled up and another pass may find more.
-  bool decode_pass(const pm_sampling_api& api, const pm_sampling_config& config, bool evaluate, pm_decoded& out) {
+  bool decode_pass(const pm_sampling_api& api, const pm_sampling_config& config, pm_decoded& out) {
     auto d = cupti_params<CUpti_PmSampling_DecodeData_Params>(CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE);
     d.pPmSamplingObject = config.object();
     d.pCounterDataImage = counter_data_.data();
@@ -128,10 +128,7 @@ class pm_sample_decoder {
     info.pCounterDataImage = counter_data_.data();
     info.counterDataImageSize = counter_data_.size();
     if (api.counter_data_info(&info) != CUPTI_SUCCESS) return false;
-    if (evaluate)
-      evaluate_samples(api, config, info.numCompletedSamples, out);
-    else
-      drain_samples(api, config, info.numCompletedSamples, out);
+    evaluate(api, config, info.numCompletedSamples, out);
     if (const CUptiResult ri = initialize_image(api, config); ri != CUPTI_SUCCESS) {
       out.failure = pm_call_failure(api, "cuptiPmSamplingCounterDataImageInitialize", ri);
       return false;
@@ -143,8 +140,7 @@ class pm_sample_decoder {
 
   /// The image's first `completed` samples: their times and metric values into pm_samples; a sample
   /// CUPTI cannot describe or evaluate is skipped, an irregular one counted and dropped.
-  void evaluate_samples(const pm_sampling_api& api, const pm_sampling_config& config, std::size_t completed,
-                        pm_decoded& out) {
+  void evaluate(const pm_sampling_api& api, const pm_sampling_config& config, std::size_t completed, pm_decoded& out) {
     std::vector<const char*> names;
     for (const auto& n : config.metric_names()) names.push_back(n.c_str());
     std::vector<double> values(names.size());
@@ -174,23 +170,6 @@ class pm_sample_decoder {
       else
         ++out.irregular;
     }
-  }
-
-  /// The image's first `completed` samples counted, not evaluated: only the last one's end is read
-  /// (how far decoding reached), so that steps in the gap are known to have no samples coming.
-  void drain_samples(const pm_sampling_api& api, const pm_sampling_config& config, std::size_t completed,
-                     pm_decoded& out) {
-    if (completed == 0) return;
-    out.drained += completed;
-    seen_first_ = true;  // the session's first sample, if among these, is gone with them
-    auto si = cupti_params<CUpti_PmSampling_CounterData_GetSampleInfo_Params>(
-        CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE);
-    si.pPmSamplingObject = config.object();
-    si.pCounterDataImage = counter_data_.data();
-    si.counterDataImageSize = counter_data_.size();
-    si.sampleIndex = completed - 1;
-    if (api.sample_info(&si) == CUPTI_SUCCESS)
-      out.decoded_to_ns = std::max(out.decoded_to_ns, static_cast<std::int64_t>(si.endTimestamp));
   }
 
   std::vector<std::uint8_t> counter_data_;  // the host counter-data image one pass fills

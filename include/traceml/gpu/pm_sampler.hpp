@@ -21,6 +21,7 @@
 //   if (s.start()) { ...; auto v = s.take(); }  // samples decoded since the previous take()
 #pragma once
 #include <cuda_runtime_api.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -103,7 +104,11 @@ class pm_sampler {
       wake_.notify_all();
       if (worker_.joinable()) worker_.join();
       if (!paused_now()) {
-        stop_hardware();
+        {
+          detail::lock_guard lock(cupti_mu_);
+          if (!in_gap_) stop_hardware();
+          in_gap_ = false;
+        }
         decode_all();
       }
       running_ = false;
@@ -123,7 +128,7 @@ class pm_sampler {
       detail::lock_guard lock(cupti_mu_);  // no decode pass runs while the state changes
       detail::lock_guard wake(wake_mu_);
       if (paused_) return;
-      if (const CUptiResult r = stop_hardware(); r != CUPTI_SUCCESS) {
+      if (const CUptiResult r = in_gap_ ? CUPTI_SUCCESS : stop_hardware(); r != CUPTI_SUCCESS) {
         detail::lock_guard out(out_mu_);
         if (decode_failure_.empty())
           decode_failure_ = "hardware counters could not pause: " +
@@ -131,6 +136,9 @@ class pm_sampler {
         return;  // still sampling: keep decoding, and dropping
       }
       paused_ = true;
+      in_gap_ = false;
+      detail::lock_guard out(out_mu_);
+      stats_.gap_from_ns = -1;
     }
     decode_all();  // empties the hardware buffer; nothing is kept while paused
     detail::lock_guard out(out_mu_);
@@ -202,9 +210,9 @@ class pm_sampler {
 #endif
   }
 
-  /// Decodes now on the caller's thread (the worker's pass may run as well: serialised), every sample
-  /// evaluated, and opens a window of the budget: the caller wants the samples from here on (a clock
-  /// calibration, the end of a run).
+  /// Decodes now on the caller's thread (the worker's pass may run as well: serialised) and opens a
+  /// window of the budget, starting the hardware again if a gap had stopped it: the caller wants the
+  /// samples from here on (a clock calibration, the end of a run).
   void flush() {
 #if TRACEML_HAS_PM_SAMPLING
     if (running_) decode_all();
@@ -288,28 +296,89 @@ class pm_sampler {
   /// One decode pass per call until the hardware buffer is empty. Serialised (worker and flush()).
   /// A failure here only stops decoding (said once through decode_failure()); the sampling object is
   /// torn down by stop(), on the thread that owns it, never by the worker.
-  /// `periodic`: the worker's pass, which the budget may turn into a drain (pm_decode_budget.hpp);
-  /// any other pass evaluates, and opens a window.
-  void decode_all(bool periodic = false) {
+  /// A decode on demand (start, flush, pause, stop): a gap ends unless the sampler is paused, what
+  /// the hardware holds is decoded, and a window of the budget opens.
+  void decode_all() {
     detail::lock_guard lock(cupti_mu_);
     if (decode_failed_) return;
-    const bool evaluate = !periodic || budget_.evaluating();
-    const std::int64_t t0 = now_ns();
-    detail::pm_decoded got = decoder_.decode(api_, config_, evaluate);
-    const std::int64_t spent = now_ns() - t0;
+    if (!paused_now()) end_gap();
+    decode_now();
+    budget_.open_window();
+  }
+
+  /// The worker's pass (pm_decode_budget.hpp): in a window, the hardware buffer decoded and its
+  /// samples evaluated; when the window closes, the hardware stopped for the gap; in the gap, nothing
+  /// at all; when the gap ends, the hardware started again and a window begins.
+  void periodic_pass() {
+    detail::lock_guard lock(cupti_mu_);
+    if (decode_failed_ || paused_now()) return;
+    const std::int64_t period_ns = std::int64_t{opt_.decode_period_ms} * 1000000;
+    const bool window = budget_.evaluating();
+    // CPU time, not wall time: the budget is a share of a core, and a busy host would otherwise
+    // charge the decoder for the time it waited to run.
+    const std::int64_t t0 = thread_cpu_ns();
+    if (window && end_gap()) decode_now();
+    budget_.passed(window, thread_cpu_ns() - t0, period_ns);
+    if (window && !budget_.evaluating()) begin_gap();
+    std::string chosen = budget_.describe(period_ns);
+    detail::lock_guard out(out_mu_);
+    budget_text_ = std::move(chosen);
+  }
+
+  static std::int64_t thread_cpu_ns() noexcept {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+  }
+
+  /// One decode of what the hardware holds, its samples kept (unless paused) and counted.
+  void decode_now() TRACEML_REQUIRES(cupti_mu_) {
+    const std::int64_t t0 = thread_cpu_ns();
+    detail::pm_decoded got = decoder_.decode(api_, config_);
+    const std::int64_t spent = thread_cpu_ns() - t0;
     if (!got.failure.empty()) decode_failed_ = true;
-    std::string chosen;
-    if (periodic) {
-      budget_.passed(evaluate, spent, std::int64_t{opt_.decode_period_ms} * 1000000);
-      chosen = budget_.describe(std::int64_t{opt_.decode_period_ms} * 1000000);
-    } else {
-      budget_.open_window();
-    }
     detail::lock_guard out(out_mu_);
     if (!got.failure.empty()) decode_failure_ = "hardware counters stopped: " + got.failure;
     detail::add_decoded(stats_, got, spent);
-    if (periodic) budget_text_ = std::move(chosen);
     if (keep_) out_.insert(out_.end(), got.samples.begin(), got.samples.end());
+  }
+
+  /// A window closed with a gap chosen: the hardware stops (no counter traffic, nothing to decode)
+  /// and the window's last samples are decoded. Where it cannot stop, the budget is dropped: every
+  /// sample is evaluated from then on, and decode_failure() says why.
+  void begin_gap() TRACEML_REQUIRES(cupti_mu_) {
+    if (const CUptiResult r = stop_hardware(); r != CUPTI_SUCCESS) {
+      budget_.set(0, budget_.window_passes());
+      detail::lock_guard out(out_mu_);
+      if (decode_failure_.empty())
+        decode_failure_ = "hardware counters could not stop between the decoding budget's windows (" +
+                          detail::describe_pm_failure("cuptiPmSamplingStop", static_cast<int>(r), api_.describe(r)) +
+                          "): every sample is evaluated";
+      return;
+    }
+    in_gap_ = true;
+    decode_now();
+    detail::lock_guard out(out_mu_);
+    stats_.gap_from_ns = stats_.decoded_to_ns;
+    ++stats_.gaps;
+  }
+
+  /// The gap ends: the hardware samples again (its first sample spans the gap and is dropped). False
+  /// when CUPTI refuses to start (decoding stops, decode_failure() says why).
+  bool end_gap() TRACEML_REQUIRES(cupti_mu_) {
+    if (!in_gap_) return true;
+    if (const CUptiResult r = start_hardware(); r != CUPTI_SUCCESS) {
+      decode_failed_ = true;
+      detail::lock_guard out(out_mu_);
+      decode_failure_ = "hardware counters could not start again after a gap of the decoding budget: " +
+                        detail::describe_pm_failure("cuptiPmSamplingStart", static_cast<int>(r), api_.describe(r));
+      return false;
+    }
+    in_gap_ = false;
+    decoder_.new_session();
+    detail::lock_guard out(out_mu_);
+    stats_.gap_from_ns = -1;
+    return true;
   }
 
   void decode_loop() {
@@ -324,7 +393,7 @@ class pm_sampler {
       wake_.wait(lock.native(), [this]() TRACEML_REQUIRES(wake_mu_) { return stopping_ || !paused_; });
       if (stopping_) break;
       lock.unlock();
-      decode_all(/*periodic=*/true);
+      periodic_pass();
       lock.lock();
     }
   }
@@ -351,6 +420,7 @@ class pm_sampler {
   bool paused_ TRACEML_GUARDED_BY(wake_mu_) = false;  // changed with cupti_mu_ held too
   detail::mutex cupti_mu_;                            // serialises decode passes (worker and flush())
   bool decode_failed_ TRACEML_GUARDED_BY(cupti_mu_) = false;
+  bool in_gap_ TRACEML_GUARDED_BY(cupti_mu_) = false;  // the budget stopped the hardware between windows
   pm_decode_budget budget_ TRACEML_GUARDED_BY(cupti_mu_){
       opt_.decode_budget, detail::decode_window_passes(opt_.decode_window_ms, opt_.decode_period_ms)};
 #endif

@@ -150,7 +150,7 @@ class pm_sampling_source : public gpu_source {
     s.decode_passes -= base_stats_.decode_passes;
     s.overflows -= base_stats_.overflows;
     s.irregular -= base_stats_.irregular;
-    s.drained -= base_stats_.drained;
+    s.gaps -= base_stats_.gaps;
     s.decode_cpu_ns -= base_stats_.decode_cpu_ns;
     return s;
   }
@@ -213,13 +213,14 @@ class pm_sampling_source : public gpu_source {
         take_samples();
       }
     }
-    // How far decoding reached: past the samples kept when the budget's gap drained the last ones.
     const std::int64_t reach = std::max(samples_reach_ns(samples_), decoded_reach_ns_);
     while (!held_.empty()) {
       held_step& h = held_.front();
       const placement where = place(h.activity);
       const std::int64_t end = detail::step_gpu_end(h.activity);
-      const bool covered = end >= 0 && reach >= end;
+      // Reached by the samples, or past where they stopped for a gap of the decoding budget (none
+      // comes for it: released now, without counters).
+      const bool covered = end >= 0 && (reach >= end || (gap_from_ns_ >= 0 && end > gap_from_ns_));
       const bool too_old = now - h.arrived_ns > std::int64_t{opt_.max_hold_ms} * 1000000;
       // A step whose stamp has not been seen to run yet waits for it, as for its samples.
       const bool never = where == placement::no_stamp || (where == placement::placed && end < 0);
@@ -267,12 +268,11 @@ class pm_sampling_source : public gpu_source {
     const double wall_s = static_cast<double>(now_ns() - taken_ns_) / 1e9;
     char counts[260];
     std::snprintf(counts, sizeof counts,
-                  "; %llu samples evaluated (%.0f per s), %llu drained between windows, %llu dropped as irregular, "
+                  "; %llu samples (%.0f per s), %llu gaps between windows, %llu dropped as irregular, "
                   "%llu overflows, decoding %.2f%% of one core",
                   static_cast<unsigned long long>(st.samples),
-                  wall_s > 0 ? static_cast<double>(st.samples) / wall_s : 0.0,
-                  static_cast<unsigned long long>(st.drained), static_cast<unsigned long long>(st.irregular),
-                  static_cast<unsigned long long>(st.overflows),
+                  wall_s > 0 ? static_cast<double>(st.samples) / wall_s : 0.0, static_cast<unsigned long long>(st.gaps),
+                  static_cast<unsigned long long>(st.irregular), static_cast<unsigned long long>(st.overflows),
                   wall_s > 0 ? 100.0 * static_cast<double>(st.decode_cpu_ns) / 1e9 / wall_s : 0.0);
     s += ")";
     s += counts;
@@ -366,8 +366,9 @@ class pm_sampling_source : public gpu_source {
 
   void take_samples() {
     // The reach first: every sample decoded up to it is in what take() returns next.
-    const std::int64_t decoded_to = sampler_->stats().decoded_to_ns;
-    if (decoded_to > 0) decoded_reach_ns_ = std::max(decoded_reach_ns_, decoded_to + alignment_.offset_ns);
+    const pm_sampler_stats st = sampler_->stats();
+    if (st.decoded_to_ns > 0) decoded_reach_ns_ = std::max(decoded_reach_ns_, st.decoded_to_ns + alignment_.offset_ns);
+    gap_from_ns_ = st.gap_from_ns >= 0 ? st.gap_from_ns + alignment_.offset_ns : -1;
     auto fresh = sampler_->take();
     shift_samples(fresh, alignment_.offset_ns);
     samples_.insert(samples_.end(), fresh.begin(), fresh.end());
@@ -418,7 +419,8 @@ class pm_sampling_source : public gpu_source {
   std::deque<held_step> held_;                                            // collect() only (one caller at a time)
   std::vector<pm_sample> samples_;                                        // sorted, on the GPU's clock; collect() only
   std::int64_t released_end_ns_ = -1;  // GPU-clock end of the last step released; collect() only
-  std::int64_t decoded_reach_ns_ = 0;  // GPU-clock end of the last sample decoded, evaluated or not
+  std::int64_t decoded_reach_ns_ = 0;  // GPU-clock end of the last sample decoded
+  std::int64_t gap_from_ns_ = -1;      // GPU clock: where the samples stopped for a budget's gap; -1 none
   std::uint64_t between_windows_ = 0;  // timed steps in the budget's gaps (no counters); collect() only
   clock_alignment alignment_;          // samples' clock -> GPU clock, measured at start
   std::int64_t drift_ns_ = 0;
