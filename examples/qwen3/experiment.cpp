@@ -61,7 +61,8 @@ struct experiment_options {
   std::string data_file;            // little-endian uint32 token ids; empty: synthetic
   std::string gpu_timing = "auto";  // auto (CUPTI, else CUDA events) | events | off
   double record_budget = 0.25;      // % of step time CUPTI's kernel records may cost; 0: every step
-  bool hw_counters = true;          // GPU busy/SM activity on every step from hardware counters (PM sampling)
+  bool hw_counters = true;          // GPU busy/SM activity per phase from hardware counters (PM sampling)
+  double counter_budget = 0.25;     // % of one core decoding them may use; 0: every step sampled
   double launch_engine_us = 0;      // the engine's time per launch, for records beside counters (0: not modelled)
   bool checkpointing = true;        // the reference run used activation checkpointing
   bool cuda_graphs = false;         // replay each micro-batch's forward and backward from CUDA graphs
@@ -171,6 +172,7 @@ std::unique_ptr<traceml::gpu_source> make_gpu_source(const experiment_options& o
   g.cupti = o.gpu_timing == "auto";
   g.cupti_opts.overhead_budget = o.record_budget / 100.0;
   g.hardware_counters = o.hw_counters;
+  g.counters.decode_budget = o.counter_budget / 100.0;
   g.launch_engine_ns = static_cast<std::int64_t>(o.launch_engine_us * 1e3 + 0.5);
   g.current_stream = traceml::libtorch::current_stream_provider();
   g.memory = traceml::libtorch::caching_allocator_sampler();
@@ -285,8 +287,13 @@ void add_measurement_options(CLI::App& app, experiment_options& o) {
       ->check(qwen3::number_in(0, 100, "a percentage from 0 to 100"))
       ->capture_default_str();
   app.add_flag("--hw-counters,!--no-hw-counters", o.hw_counters,
-               "GPU busy and SM activity of every phase on every step from hardware counters (CUPTI PM sampling; "
-               "default on, off when the GPU or its driver does not allow it)");
+               "GPU busy and SM activity of every phase from hardware counters (CUPTI PM sampling; default on, off "
+               "when the GPU or its driver does not allow it)");
+  app.add_option("--counter-budget", o.counter_budget,
+                 "percent of one core decoding the hardware counters may use: they are sampled in windows of 2 s "
+                 "as the budget allows (0: every step, at the decoding's full cost)")
+      ->check(qwen3::number_in(0, 100, "a percentage from 0 to 100"))
+      ->capture_default_str();
   app.add_option("--launch-engine-us", o.launch_engine_us,
                  "the GPU engine's time per kernel launch outside a kernel record (pm_sampling_probe measures it): "
                  "the summary then sets the records' busy share, with it, beside the counters' on recorded steps")

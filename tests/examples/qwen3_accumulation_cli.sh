@@ -37,6 +37,7 @@ expect 2 "--peak-tflops: expected a number of TFLOP/s above 0, at most 1000000, 
 expect 2 "--seed: expected a whole number from 0 to 18446744073709551615, got '-3'" --seed -3
 expect 2 "--repeats: expected a whole number from 1 to 1000, got '0'" --repeats 0
 expect 2 "--record-budget: expected a percentage from 0 to 100, got 'nan'" --record-budget nan
+expect 2 "--counter-budget: expected a percentage from 0 to 100, got '101'" --counter-budget 101
 expect 2 "--schedules: schedule '4': no 'x' between micro-batch and accumulation" --schedules 4
 expect 2 "--schedules: schedules do not share one effective batch: 1x1 = 1 but 1x2 = 2" --schedules 1x1,1x2
 # A repeated schedule would overwrite its own per-step file and trace (01X4 is 1x4 too).
