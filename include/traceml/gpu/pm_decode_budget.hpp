@@ -33,9 +33,11 @@
 
 TRACEML_BEGIN_NAMESPACE
 
-/// The decoding's default share of one core. With the training thread's hooks and CUPTI's recordings
-/// (each within 0.1-0.25% of the step) and the profiler's other threads, the whole stays under 1%.
-inline constexpr double default_decode_budget = 0.0025;
+/// A share of one core for the decoding that, with the training thread's hooks and CUPTI's
+/// recordings (each within 0.1-0.25% of the step) and the profiler's other threads, keeps the whole
+/// under 1%. Not yet the default (pm_sampler_options::decode_budget is 0: every sample): the gaps stop
+/// and start the hardware from the decoding thread, which is to be measured on the GPU first.
+inline constexpr double suggested_decode_budget = 0.0025;
 
 class pm_decode_budget {
  public:
@@ -44,9 +46,7 @@ class pm_decode_budget {
 
   /// `budget`: the share of one core decoding may use (0.0025 = 0.25%); 0 or less: every sample
   /// evaluated, whatever it costs. `window_passes`: evaluating passes per window (at least 1).
-  explicit pm_decode_budget(double budget = default_decode_budget, int window_passes = 10) noexcept {
-    set(budget, window_passes);
-  }
+  explicit pm_decode_budget(double budget, int window_passes = 10) noexcept { set(budget, window_passes); }
 
   /// New settings (a new source took the sampler); a window opens with the next pass.
   void set(double budget, int window_passes) noexcept {
@@ -127,7 +127,7 @@ class pm_decode_budget {
     return static_cast<int>(std::min<double>(gap, most));
   }
 
-  double budget_ = default_decode_budget;
+  double budget_ = 0;
   int window_passes_ = 10;
   int left_ = 10;          // passes left in the current window or gap
   bool in_window_ = true;  // evaluating now
