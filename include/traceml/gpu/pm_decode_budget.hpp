@@ -62,7 +62,7 @@ class pm_decode_budget {
   /// Whether the next periodic pass takes and evaluates samples (else the hardware stays stopped).
   bool evaluating() const noexcept { return in_window_; }
 
-  /// After a periodic pass: whether it was a window's, its cost (wall time of the pass) and the
+  /// After a periodic pass: whether it was a window's, its cost (CPU time of the pass) and the
   /// decode period. Closing a window chooses the gap that follows it.
   void passed(bool evaluated, std::int64_t cost_ns, std::int64_t period_ns) noexcept {
     cost_ns = std::max<std::int64_t>(cost_ns, 0);
@@ -85,7 +85,6 @@ class pm_decode_budget {
   /// The gap chosen after the last window, in passes (0: every sample is evaluated).
   int gap_passes() const noexcept { return gap_; }
   int window_passes() const noexcept { return window_passes_; }
-  double budget() const noexcept { return budget_; }
   /// Mean cost of a window's and of a gap's pass so far (0 when none ran).
   double mean_evaluate_ns() const noexcept { return evaluated_ ? static_cast<double>(evaluate_ns_) / evaluated_ : 0; }
   double mean_gap_ns() const noexcept { return gap_passes_run_ ? static_cast<double>(gap_ns_) / gap_passes_run_ : 0; }

@@ -157,14 +157,8 @@ class pm_sampler {
       detail::lock_guard lock(cupti_mu_);
       detail::lock_guard wake(wake_mu_);
       if (paused_) {
-        if (const CUptiResult r = start_hardware(); r != CUPTI_SUCCESS) {
-          detail::lock_guard out(out_mu_);
-          decode_failure_ = "hardware counters could not start again: " +
-                            detail::describe_pm_failure("cuptiPmSamplingStart", static_cast<int>(r), api_.describe(r));
-          return false;
-        }
+        if (!start_again("hardware counters could not start again: ")) return false;
         paused_ = false;
-        decoder_.new_session();
         budget_.open_window();
       }
     }
@@ -253,7 +247,7 @@ class pm_sampler {
     const std::string failed = decode_failure();
     return failed.empty() ? s : s + "; " + failed;
   }
-  /// What the decoding budget chose and why ("" while every sample is evaluated within it).
+  /// What the decoding budget chose and why ("" without a budget, or before its first window closed).
   std::string budget_status() const {
     detail::lock_guard lock(out_mu_);
     return budget_text_;
@@ -293,11 +287,10 @@ class pm_sampler {
     return api_.stop(&p);
   }
 
-  /// One decode pass per call until the hardware buffer is empty. Serialised (worker and flush()).
-  /// A failure here only stops decoding (said once through decode_failure()); the sampling object is
-  /// torn down by stop(), on the thread that owns it, never by the worker.
   /// A decode on demand (start, flush, pause, stop): a gap ends unless the sampler is paused, what
-  /// the hardware holds is decoded, and a window of the budget opens.
+  /// the hardware holds is decoded, and a window of the budget opens. Serialised with the worker's
+  /// passes. A failure here only stops decoding (said once through decode_failure()); the sampling
+  /// object is torn down by stop(), on the thread that owns it, never by the worker.
   void decode_all() {
     detail::lock_guard lock(cupti_mu_);
     if (decode_failed_) return;
@@ -367,17 +360,26 @@ class pm_sampler {
   /// when CUPTI refuses to start (decoding stops, decode_failure() says why).
   bool end_gap() TRACEML_REQUIRES(cupti_mu_) {
     if (!in_gap_) return true;
-    if (const CUptiResult r = start_hardware(); r != CUPTI_SUCCESS) {
+    if (!start_again("hardware counters could not start again after a gap of the decoding budget: ")) {
       decode_failed_ = true;
-      detail::lock_guard out(out_mu_);
-      decode_failure_ = "hardware counters could not start again after a gap of the decoding budget: " +
-                        detail::describe_pm_failure("cuptiPmSamplingStart", static_cast<int>(r), api_.describe(r));
       return false;
     }
     in_gap_ = false;
-    decoder_.new_session();
     detail::lock_guard out(out_mu_);
     stats_.gap_from_ns = -1;
+    return true;
+  }
+
+  /// The hardware started again after a pause or a gap: its first sample, which spans the stop, is
+  /// dropped. On a refusal, decode_failure() is `why` and the CUPTI failure; false.
+  bool start_again(const char* why) TRACEML_REQUIRES(cupti_mu_) {
+    if (const CUptiResult r = start_hardware(); r != CUPTI_SUCCESS) {
+      detail::lock_guard out(out_mu_);
+      decode_failure_ =
+          why + detail::describe_pm_failure("cuptiPmSamplingStart", static_cast<int>(r), api_.describe(r));
+      return false;
+    }
+    decoder_.new_session();
     return true;
   }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -100,15 +101,21 @@ inline double sm_active_share(const counter_facts& c) noexcept { return share_of
 inline double tensor_share(const counter_facts& c) noexcept { return share_of(c.tensor_ns, c.tensor_covered_ns); }
 inline double dram_share(const counter_facts& c) noexcept { return share_of(c.dram_ns, c.dram_covered_ns); }
 
+/// The first of `samples` (sorted by begin_ns) that may overlap a window from `begin_ns`: the last
+/// one beginning at or before it (or the first of all).
+inline std::vector<pm_sample>::const_iterator first_overlapping(const std::vector<pm_sample>& samples,
+                                                                std::int64_t begin_ns) {
+  auto it = std::upper_bound(samples.begin(), samples.end(), begin_ns,
+                             [](std::int64_t t, const pm_sample& s) { return t < s.begin_ns; });
+  return it == samples.begin() ? it : std::prev(it);
+}
+
 /// The facts of [begin_ns, end_ns) from `samples` sorted by begin_ns (non-overlapping, as the
 /// hardware produces them). Samples with no gpu_busy value are skipped.
 inline counter_facts measure_window(const std::vector<pm_sample>& samples, std::int64_t begin_ns, std::int64_t end_ns) {
   counter_facts f;
   if (end_ns <= begin_ns || samples.empty()) return f;
-  // The first sample that may overlap: the last one beginning at or before begin_ns.
-  auto it = std::upper_bound(samples.begin(), samples.end(), begin_ns,
-                             [](std::int64_t t, const pm_sample& s) { return t < s.begin_ns; });
-  if (it != samples.begin()) --it;
+  auto it = first_overlapping(samples, begin_ns);
   for (; it != samples.end() && it->begin_ns < end_ns; ++it) {
     const std::int64_t lo = std::max(begin_ns, it->begin_ns), hi = std::min(end_ns, it->end_ns);
     if (hi <= lo || it->gpu_busy < 0) continue;
@@ -206,9 +213,7 @@ inline void shift_samples(std::vector<pm_sample>& samples, std::int64_t offset_n
 inline bool samples_cover(const std::vector<pm_sample>& samples, std::int64_t begin_ns, std::int64_t end_ns,
                           std::int64_t max_hole_ns) {
   if (end_ns <= begin_ns) return false;
-  auto it = std::upper_bound(samples.begin(), samples.end(), begin_ns,
-                             [](std::int64_t t, const pm_sample& s) { return t < s.begin_ns; });
-  if (it != samples.begin()) --it;
+  auto it = first_overlapping(samples, begin_ns);
   std::int64_t reached = begin_ns;  // covered up to here
   for (; it != samples.end() && it->begin_ns < end_ns; ++it) {
     if (it->end_ns <= reached) continue;
