@@ -104,7 +104,7 @@ if want pm; then
     mkdir -p "$out/agreement_$mode"
     timeout $((60 + 2 * ${AGREE_STEPS:-12})) "$build/examples/qwen3/qwen3_accumulation" --schedules 1x4,4x1 \
       --steps "${AGREE_STEPS:-12}" --warmup 2 \
-      --record-budget 0 --no-traces "${flags[@]}" ${engine:+--launch-engine-us "$engine"} --out "$out/agreement_$mode" \
+      --record-budget 0 --counter-budget 0 --no-traces "${flags[@]}" ${engine:+--launch-engine-us "$engine"} --out "$out/agreement_$mode" \
       >"$out/agreement_$mode.log" 2>&1; echo "rc=$?"
     python3 "$root/benchmarks/counter_agreement.py" "$out/agreement_$mode/accumulation_summary.json" 2>&1 |
       tee "$out/agreement_$mode.txt"

@@ -320,6 +320,7 @@ std::unique_ptr<traceml::gpu_source> with_counters(const mode& md, std::unique_p
   if (!md.pm) return src;
   traceml::pm_sampling_options o;
   o.current_stream = traceml::libtorch::current_stream_provider();
+  o.sampler.decode_budget = 0;  // every sample: the +pm modes measure the counters on every step
   auto wrapped = std::make_unique<traceml::pm_sampling_source>(std::move(src), o);
   if (!wrapped->sampling()) out.unavailable = wrapped->why();
   return wrapped;
