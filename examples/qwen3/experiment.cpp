@@ -62,7 +62,7 @@ struct experiment_options {
   std::string gpu_timing = "auto";  // auto (CUPTI, else CUDA events) | events | off
   double record_budget = 0.25;      // % of step time CUPTI's kernel records may cost; 0: every step
   bool hw_counters = true;          // GPU busy/SM activity per phase from hardware counters (PM sampling)
-  double counter_budget = 0;        // % of one core decoding them may use; 0: every step sampled
+  double counter_budget = 0.25;     // % of one core decoding them may use; 0: every step sampled
   double launch_engine_us = 0;      // the engine's time per launch, for records beside counters (0: not modelled)
   bool checkpointing = true;        // the reference run used activation checkpointing
   bool cuda_graphs = false;         // replay each micro-batch's forward and backward from CUDA graphs
@@ -291,7 +291,8 @@ void add_measurement_options(CLI::App& app, experiment_options& o) {
                "when the GPU or its driver does not allow it)");
   app.add_option("--counter-budget", o.counter_budget,
                  "percent of one core decoding the hardware counters may use: they are sampled in windows of 2 s "
-                 "as the budget allows, e.g. 0.25 (0, the default: every step, at the decoding's full cost)")
+                 "with the hardware stopped between them as the budget allows (0: every step, at the decoding's "
+                 "full cost, for a study that wants counters on every step)")
       ->check(qwen3::number_in(0, 100, "a percentage from 0 to 100"))
       ->capture_default_str();
   app.add_option("--launch-engine-us", o.launch_engine_us,

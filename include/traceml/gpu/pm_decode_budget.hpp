@@ -35,9 +35,8 @@ TRACEML_BEGIN_NAMESPACE
 
 /// A share of one core for the decoding that, with the training thread's hooks and CUPTI's
 /// recordings (each within 0.1-0.25% of the step) and the profiler's other threads, keeps the whole
-/// under 1%. Not yet the default (pm_sampler_options::decode_budget is 0: every sample): the gaps stop
-/// and start the hardware from the decoding thread, which is to be measured on the GPU first.
-inline constexpr double suggested_decode_budget = 0.0025;
+/// under 1%: pm_sampler_options::decode_budget's default.
+inline constexpr double default_decode_budget = 0.0025;
 
 class pm_decode_budget {
  public:

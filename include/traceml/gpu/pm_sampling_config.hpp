@@ -43,9 +43,10 @@ struct pm_sampler_options {
   /// passes cost less: at 1 ms, 200 ms passes took 5% of a core where 20 ms passes at 100 us took 49%.
   int decode_period_ms = 200;
   /// The share of one core decoding may use (pm_decode_budget.hpp): beyond it, samples are taken in
-  /// windows of `decode_window_ms`, the hardware stopped between them. 0 (the default for now) or
-  /// less: every sample; suggested_decode_budget (0.25%) keeps decoding off the training's budget.
-  double decode_budget = 0;
+  /// windows of `decode_window_ms`, the hardware stopped between them. By default
+  /// default_decode_budget (0.25%), which keeps decoding off the training's 1%; 0 or less: every
+  /// sample, at the decoding's full cost (a study that wants counters on every step).
+  double decode_budget = default_decode_budget;
   int decode_window_ms = 2000;  ///< a window of evaluated samples: several steps of any trainer
   bool tensor = true;           ///< add the tensor-pipe counter when one pass allows it
   bool dram = true;             ///< add the DRAM-throughput counter when one pass allows it
