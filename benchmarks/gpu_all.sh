@@ -114,13 +114,15 @@ fi
 # The trainer's defaults (what qwen3_accumulation runs with) against no profiler, checkpointing on as
 # in the experiment: the ratio, and the parts that bound it (qwen3_overhead's header). CUDA graphs
 # first: there the step is the GPU's, so its cost also bounds the GPU work the profiler adds to an
-# eager step. OVERHEAD_MODES adds modes (e.g. events,cupti@0.5) beside off and defaults.
+# eager step. OVERHEAD_MODES adds modes (e.g. events,cupti@0.5) beside off and defaults. The `off`
+# blocks are as long as the defaults' (--block): a ratio of 400-step blocks to 4-step ones rests on
+# three untraced steps a round.
 overhead_modes=defaults${OVERHEAD_MODES:+,$OVERHEAD_MODES}
 if want overhead || want overhead_graphs; then
   for sched in ${GRAPH_SCHEDULES:-4x1 1x4}; do
     stamp "overhead of the defaults on the Qwen3 trainer, CUDA graphs, $sched"
     timeout 300 "$build/benchmarks/qwen3_overhead" --cuda-graphs --schedules "$sched" --modes "$overhead_modes" \
-      --rounds "${GRAPH_ROUNDS:-8}" --budget-block "${GRAPH_BLOCK:-50}" >"$out/overhead_graphs_$sched.log" 2>&1
+      --rounds "${GRAPH_ROUNDS:-8}" --budget-block "${GRAPH_BLOCK:-50}" --block "${GRAPH_BLOCK:-50}" >"$out/overhead_graphs_$sched.log" 2>&1
     echo "rc=$?"; cat "$out/overhead_graphs_$sched.log"
   done
 fi
@@ -130,7 +132,7 @@ if want overhead || want overhead_eager; then
     IFS=: read -r sched rounds block <<<"$spec"
     stamp "overhead of the defaults on the Qwen3 trainer, eager, $sched ($rounds rounds of $block steps)"
     timeout 400 "$build/benchmarks/qwen3_overhead" --schedules "$sched" --modes "$overhead_modes" --rounds "$rounds" \
-      --budget-block "$block" >"$out/overhead_eager_$sched.log" 2>&1
+      --budget-block "$block" --block "$block" >"$out/overhead_eager_$sched.log" 2>&1
     echo "rc=$?"; cat "$out/overhead_eager_$sched.log"
   done
 fi
