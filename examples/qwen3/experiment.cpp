@@ -29,6 +29,8 @@
 #include <vector>
 
 #include <traceml/distributed.hpp>
+#include <traceml/gpu/pm_decode_budget.hpp>
+#include <traceml/gpu/recording_budget.hpp>
 #include <traceml/traceml.hpp>
 
 #include "cli_checks.hpp"
@@ -60,13 +62,15 @@ struct experiment_options {
   std::string model_dir;            // a Hugging Face snapshot folder instead of a preset
   std::string data_file;            // little-endian uint32 token ids; empty: synthetic
   std::string gpu_timing = "auto";  // auto (CUPTI, else CUDA events) | events | off
-  double record_budget = 0.25;      // % of step time CUPTI's kernel records may cost; 0: every step
-  bool hw_counters = true;          // GPU busy/SM activity per phase from hardware counters (PM sampling)
-  double counter_budget = 0.25;     // % of one core decoding them may use; 0: every step sampled
-  double launch_engine_us = 0;      // the engine's time per launch, for records beside counters (0: not modelled)
-  bool checkpointing = true;        // the reference run used activation checkpointing
-  bool cuda_graphs = false;         // replay each micro-batch's forward and backward from CUDA graphs
-  std::int64_t loss_chunk = 1024;   // target tokens per chunk of the loss (chunked_loss.hpp); 0: full logits
+  // % of step time CUPTI's kernel records may cost (the library's default); 0: every step
+  double record_budget = 100 * traceml::default_recording_budget;
+  bool hw_counters = true;  // GPU busy/SM activity per phase from hardware counters (PM sampling)
+  // % of one core decoding the counters may use (the library's default); 0: every step sampled
+  double counter_budget = 100 * traceml::default_decode_budget;
+  double launch_engine_us = 0;     // the engine's time per launch, for records beside counters (0: not modelled)
+  bool checkpointing = true;       // the reference run used activation checkpointing
+  bool cuda_graphs = false;        // replay each micro-batch's forward and backward from CUDA graphs
+  std::int64_t loss_chunk = 1024;  // target tokens per chunk of the loss (chunked_loss.hpp); 0: full logits
   int repeats = 1;
   std::uint64_t seed = 1234;
   double peak_tflops = 0;  // 0: the measured bf16 peak on H100/H200, else MFU not shown

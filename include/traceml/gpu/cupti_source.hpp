@@ -77,7 +77,7 @@ struct cupti_options {
   /// trainer on an H100 measured +0.52% and +0.58% at the earlier 0.5%, of which the recordings
   /// took 0.42-0.47%; benchmarks/qwen3_overhead --modes defaults). 0: every step (CUPTI's full
   /// cost), or one in sample_every.
-  double overhead_budget = 0.0025;
+  double overhead_budget = default_recording_budget;
   int sample_every = 1;
   /// Instead of the budget and sample_every: windows of consecutive recorded steps, as
   /// torch.profiler.schedule lays them out (recording_schedule.hpp). Warm-up steps run with records

@@ -25,6 +25,10 @@
 
 TRACEML_BEGIN_NAMESPACE
 
+/// CUPTI's kernel records' default share of the run time (cupti_options::overhead_budget; why this
+/// share: cupti_source.hpp).
+inline constexpr double default_recording_budget = 0.0025;
+
 /// Fixed-size state, no allocation: the baseline is a ring of at most `max_baseline_steps`.
 class recording_budget {
  public:
