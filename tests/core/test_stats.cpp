@@ -1,6 +1,7 @@
 // Statistics against hand-computed values.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -95,6 +96,71 @@ TEST_CASE("union_length merges overlaps and clips to the window", "[stats]") {
   CHECK(union_length({{0, 10}, {2, 3}}, 0, 100) == 10);
   CHECK(union_length({}, 0, 100) == 0);
   CHECK(union_length({{50, 60}}, 0, 40) == 0);
+}
+
+TEST_CASE("merge_intervals of sorted runs and coverage agree with a nanosecond-by-nanosecond count", "[stats]") {
+  using detail::interval;
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    // A few runs in time order (streams, markers), or, every fifth trial, no order at all.
+    std::vector<interval> iv;
+    const int runs = 1 + trial % 20;
+    for (int r = 0; r < runs; ++r)
+      for (std::int64_t t = rng() % 50, n = rng() % 12; n-- > 0; t += 1 + rng() % 30)
+        iv.emplace_back(t, t + rng() % 25);
+    if (trial % 5 == 4) std::shuffle(iv.begin(), iv.end(), rng);
+    std::vector<bool> on(1000, false);  // the truth: which nanoseconds some interval covers
+    for (const auto& [b, e] : iv)
+      for (std::int64_t t = b; t < e; ++t) on[static_cast<std::size_t>(t)] = true;
+    const std::vector<interval> merged = detail::merge_intervals(iv);
+    REQUIRE(std::is_sorted(merged.begin(), merged.end()));
+    for (std::size_t i = 0; i < merged.size(); ++i) {
+      CHECK(merged[i].first < merged[i].second);
+      if (i) CHECK(merged[i - 1].second < merged[i].first);  // disjoint, not touching
+    }
+    const detail::coverage cov(merged);
+    for (int q = 0; q < 50; ++q) {
+      const std::int64_t lo = static_cast<std::int64_t>(rng() % 900), hi = lo + static_cast<std::int64_t>(rng() % 100);
+      const auto truth = std::count(on.begin() + lo, on.begin() + hi, true);
+      CHECK(cov.in(lo, hi) == truth);
+      CHECK(detail::covered_in(merged, lo, hi) == truth);
+    }
+  }
+}
+
+TEST_CASE("sampled_busy_ns: busy time as back-to-back samples see it", "[stats]") {
+  // By hand, one grid phase: busy [0, 50), window [0, 200), 100 ns samples from -99. [-99, 1)
+  // overlaps the window by 1 and holds 1 busy: 0.01; [1, 101) by 100 with 49 busy: 49; [101, 201)
+  // by 99 with none.
+  CHECK(detail::sampled_busy_ns({{0, 50}}, 0, 200, 100, 1) == Approx(49.01));
+  CHECK(detail::sampled_busy_ns({{-1000, 1000}}, 0, 200, 100) == Approx(200));  // never more than the window
+  // Against the definition, nanosecond by nanosecond: each sample's busy share times its overlap
+  // with the window, averaged over the grid's phases.
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<detail::interval> iv;
+    for (std::int64_t t = rng() % 40; t < 900; t += 1 + rng() % 60) iv.emplace_back(t, t + 1 + rng() % 40);
+    const auto merged = detail::merge_intervals(iv);
+    std::vector<int> on(1200, 0);
+    for (const auto& [b, e] : merged)
+      for (std::int64_t t = b; t < e && t < 1200; ++t) on[static_cast<std::size_t>(t)] = 1;
+    const std::int64_t lo = 150 + static_cast<std::int64_t>(rng() % 300),
+                       hi = lo + 1 + static_cast<std::int64_t>(rng() % 400);
+    const std::int64_t width = 10 + static_cast<std::int64_t>(rng() % 90);
+    const int phases = 1 + static_cast<int>(rng() % 16);
+    double expect = 0;
+    for (int k = 0; k < phases; ++k)
+      for (std::int64_t s = lo - width + (width * k) / phases + 1; s < hi; s += width) {
+        std::int64_t busy = 0, overlap = 0;
+        for (std::int64_t t = s; t < s + width; ++t) {
+          busy += on[static_cast<std::size_t>(t)];
+          overlap += t >= lo && t < hi;
+        }
+        expect += static_cast<double>(overlap) * static_cast<double>(busy) / static_cast<double>(width);
+      }
+    expect = std::min(expect / phases, static_cast<double>(hi - lo));
+    CHECK(detail::sampled_busy_ns(merged, lo, hi, width, phases) == Approx(expect).epsilon(1e-12));
+  }
 }
 
 TEST_CASE("compute_step: phase sums over micro-batches, nesting, residual", "[stats]") {

@@ -27,7 +27,7 @@
 //   3. assign_records    each record: by_stream_order, else by_gpu_time, else by_cpu_time; a record
 //                        is assigned, left over for a later round, an orphan, or invalid
 //                        -- attribution_assign.hpp
-//   4. open_steps, open_phase_entries, add_record
+//   4. open_steps, open_phase_entries, reserve_records, add_record
 //                        step reports and (kind, name, micro-batch) entries; sums to the innermost
 //                        phase, busy intervals to it and every phase enclosing it
 //                        -- attribution_facts.hpp
@@ -70,6 +70,7 @@ inline attribution_output attribute(const attribution_input& in, const attributi
   detail::round_acc acc = detail::open_steps(in, windows, index);
   acc.counted = opt.counted;
   detail::open_phase_entries(in, windows, acc);
+  detail::reserve_records(acc, assigned, windows, opt.keep_activities);
   if (acc.counted.on()) {
     acc.counted_busy = in.counted_context;
     for (const marker_time& m : in.markers) acc.count(m);

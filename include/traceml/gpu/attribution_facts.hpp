@@ -198,6 +198,22 @@ inline void add_kernel(phase_entry_acc& pa, const gpu_record& rec) {
   pa.kernels[k->second].total_ns += rec.end_ns - rec.begin_ns;
 }
 
+/// Stage 4b: room in each step for its assigned records, counted once, so that a recorded step's
+/// thousands of records do not grow its vectors one reallocation at a time.
+inline void reserve_records(round_acc& acc, const std::vector<assignment>& assigned, const std::vector<window>& ws,
+                            bool keep_activities) {
+  std::vector<std::size_t> per_window(ws.size(), 0);
+  for (const assignment& a : assigned)
+    if (a.fate == record_fate::assigned) ++per_window[static_cast<std::size_t>(a.step_window)];
+  for (std::size_t w = 0; w < ws.size(); ++w) {
+    if (!per_window[w]) continue;
+    step_acc& s = acc.steps[acc.step_slot.at(ws[w].step)];
+    s.busy.reserve(s.busy.size() + per_window[w]);
+    s.busy_entry.reserve(s.busy_entry.size() + per_window[w]);
+    if (keep_activities) s.report.activities.reserve(s.report.activities.size() + per_window[w]);
+  }
+}
+
 /// Stage 4c: one assigned record into its step, its innermost phase (sums, kernel list) and the
 /// busy time of that phase and every phase enclosing it.
 inline void add_record(round_acc& acc, const gpu_record& rec, const assignment& a, const std::vector<window>& ws,
@@ -283,7 +299,7 @@ inline void add_window_busy(gpu_facts& f, std::vector<interval> own, std::vector
 inline std::vector<step_gpu_report> finish_reports(round_acc& acc, const std::vector<window>& ws) {
   // The records as the counters would count them: every window read from the round's one timeline.
   acc.counted_busy = merge_intervals(std::move(acc.counted_busy));
-  const std::vector<interval>& counted = acc.counted_busy;
+  const coverage counted(acc.counted_busy);
   const auto counted_in = [&](const interval& m) {
     return static_cast<std::int64_t>(sampled_busy_ns(counted, m.first, m.second, acc.counted.sample_interval_ns) + 0.5);
   };

@@ -48,23 +48,24 @@ inline idle_split split_idle(const std::vector<interval>& own, const std::vector
                              std::int64_t hi, std::int64_t kernel_gap = idle_kernel_gap_ns) {
   idle_split out;
   if (hi <= lo) return out;
-  // The gaps of `own` inside [lo, hi), then within each the parts `all` does not cover.
+  // The gaps of `own` inside [lo, hi), then within each the parts `all` covers (other wait) and
+  // those it does not (gaps with nothing on the GPU). The gaps come in time order, so one cursor
+  // walks `all` once for the window: O(own + the part of all in the window), no search per gap.
   std::int64_t at = lo;
+  auto next = std::upper_bound(all.begin(), all.end(), interval{lo, lo});
+  if (next != all.begin() && std::prev(next)->second > lo) --next;
   const auto split_gap = [&](std::int64_t b, std::int64_t e) {
     if (e <= b) return;
-    const std::int64_t covered = covered_in(all, b, e);
-    out.other_ns += covered;
-    // Walk the uncovered parts of [b, e): each is a gap with nothing on the GPU.
     std::int64_t cur = b;
     const auto gap = [&](std::int64_t gb, std::int64_t ge) {
       if (ge <= gb) return;
       const bool inside = gb > lo && ge < hi;  // activity (own or other) on both sides, in the window
       (inside && ge - gb < kernel_gap ? out.kernel_gap_ns : out.host_ns) += ge - gb;
     };
-    auto it = std::upper_bound(all.begin(), all.end(), interval{b, b});
-    if (it != all.begin() && std::prev(it)->second > b) --it;
-    for (; it != all.end() && it->first < e; ++it) {
+    while (next != all.end() && next->second <= b) ++next;  // the first of `all` that ends after b
+    for (auto it = next; it != all.end() && it->first < e; ++it) {
       if (it->second <= cur) continue;
+      out.other_ns += std::min(e, it->second) - std::max(cur, it->first);
       gap(cur, std::max(cur, it->first));
       cur = std::max(cur, it->second);
       if (cur >= e) break;
