@@ -6,7 +6,10 @@
 // step (CLOCK_THREAD_CPUTIME_ID: work on other threads is not in it), and the paired difference
 // (profiled minus plain, the same round) with its median's interval.
 //
-//   cpu_step_cost [--rounds 21] [--steps 20000] [--phase-us 5] [--out DIR]
+//   cpu_step_cost [--rounds 21] [--steps 20000] [--phase-us 5] [--wait-us 0] [--out DIR]
+//
+// --wait-us makes each step sleep that long as well (an eager GPU step's wait): the profiler's
+// background threads then wake at a real step's pace; their CPU per step is printed for every run.
 //
 // The profiled block includes the profiler's construction and finish() outside the timed loop;
 // their times are printed apart.
@@ -17,6 +20,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -29,6 +33,11 @@ namespace {
 std::int64_t thread_cpu_ns() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+std::int64_t process_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return std::int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 std::int64_t wall_ns() {
@@ -45,11 +54,13 @@ void spin_ns(std::int64_t ns) {
 struct block_time {
   double wall_us_per_step = 0;
   double cpu_us_per_step = 0;
+  double others_us_per_step = 0;  // every other thread's CPU: the profiler's background threads
 };
 
-/// One block of `steps` steps; the same loop in both modes.
-block_time run_steps(int steps, std::int64_t phase_ns) {
-  const std::int64_t w0 = wall_ns(), c0 = thread_cpu_ns();
+/// One block of `steps` steps; the same loop in both modes. `wait_ns`: each step also sleeps this
+/// long in its backward phase (as an eager step waits for its GPU work).
+block_time run_steps(int steps, std::int64_t phase_ns, std::int64_t wait_ns = 0) {
+  const std::int64_t w0 = wall_ns(), c0 = thread_cpu_ns(), p0 = process_cpu_ns();
   for (int s = 0; s < steps; ++s) {
     TRACEML_STEP();
     {
@@ -63,14 +74,16 @@ block_time run_steps(int steps, std::int64_t phase_ns) {
     {
       TRACEML_PHASE(backward);
       spin_ns(phase_ns);
+      if (wait_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(wait_ns));
     }
     {
       TRACEML_PHASE(optimizer);
       spin_ns(phase_ns);
     }
   }
-  const std::int64_t c1 = thread_cpu_ns(), w1 = wall_ns();
-  return {static_cast<double>(w1 - w0) / 1e3 / steps, static_cast<double>(c1 - c0) / 1e3 / steps};
+  const std::int64_t c1 = thread_cpu_ns(), p1 = process_cpu_ns(), w1 = wall_ns();
+  return {static_cast<double>(w1 - w0) / 1e3 / steps, static_cast<double>(c1 - c0) / 1e3 / steps,
+          static_cast<double>((p1 - p0) - (c1 - c0)) / 1e3 / steps};
 }
 
 double median(std::vector<double> v) {
@@ -84,17 +97,20 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   CLI::App app{"cpu_step_cost: the profiler's cost to the training thread on short CPU steps"};
   int rounds = 21, steps = 20000;
-  double phase_us = 5;
+  double phase_us = 5, wait_us = 0;
   std::string out = (std::filesystem::temp_directory_path() / "traceml_cpu_step_cost").string();
   app.add_option("--rounds", rounds, "rounds of one block per mode")->check(CLI::Range(1, 1000));
   app.add_option("--steps", steps, "steps per block")->check(CLI::Range(10, 10000000));
   app.add_option("--phase-us", phase_us, "each of the 4 phases spins this long")->check(CLI::Range(0.0, 1e6));
+  app.add_option("--wait-us", wait_us, "each step also sleeps this long (a GPU wait): the step worker's pace")
+      ->check(CLI::Range(0.0, 1e7));
   app.add_option("--out", out, "folder for the profiled blocks' outputs");
   CLI11_PARSE(app, argc, argv);
   std::filesystem::create_directories(out);
   const auto phase_ns = static_cast<std::int64_t>(phase_us * 1e3);
+  const auto wait_ns = static_cast<std::int64_t>(wait_us * 1e3);
 
-  std::vector<double> plain_wall, plain_cpu, prof_wall, prof_cpu, diff_wall, diff_cpu, start_ms, finish_ms;
+  std::vector<double> plain_wall, plain_cpu, prof_wall, prof_cpu, diff_wall, diff_cpu, start_ms, finish_ms, diff_others;
   traceml::set_enabled(false);
   (void)run_steps(steps / 10 + 1, phase_ns);  // warm the caches and the clock; nothing records it
   traceml::set_enabled(true);
@@ -103,7 +119,7 @@ int main(int argc, char** argv) {
     for (int half = 0; half < 2; ++half) {
       if ((half == 0) == (r % 2 == 0)) {
         traceml::set_enabled(false);  // the loop's scopes compiled in, recording off: the plain loop
-        plain = run_steps(steps, phase_ns);
+        plain = run_steps(steps, phase_ns, wait_ns);
         traceml::set_enabled(true);
       } else {
         const std::int64_t s0 = wall_ns();
@@ -111,7 +127,7 @@ int main(int argc, char** argv) {
         options.print_table = false;
         traceml::profiler p(options);
         const std::int64_t s1 = wall_ns();
-        prof = run_steps(steps, phase_ns);
+        prof = run_steps(steps, phase_ns, wait_ns);
         const std::int64_t f0 = wall_ns();
         p.finish();
         const std::int64_t f1 = wall_ns();
@@ -130,15 +146,20 @@ int main(int argc, char** argv) {
     prof_cpu.push_back(prof.cpu_us_per_step);
     diff_wall.push_back(prof.wall_us_per_step - plain.wall_us_per_step);
     diff_cpu.push_back(prof.cpu_us_per_step - plain.cpu_us_per_step);
+    diff_others.push_back(prof.others_us_per_step - plain.others_us_per_step);
   }
   const auto dw = traceml_bench::median_interval(diff_wall), dc = traceml_bench::median_interval(diff_cpu);
-  std::printf("cpu_step_cost: %d rounds of %d steps of 4 phases x %.1f us\n", rounds, steps, phase_us);
+  std::printf("cpu_step_cost: %d rounds of %d steps of 4 phases x %.1f us%s\n", rounds, steps, phase_us,
+              wait_us > 0 ? (", each step waiting " + std::to_string(static_cast<long>(wait_us)) + " us").c_str() : "");
   std::printf("  %-34s %12s %12s\n", "median per step", "wall us", "thread CPU us");
   std::printf("  %-34s %12.3f %12.3f\n", "plain (recording off)", median(plain_wall), median(plain_cpu));
   std::printf("  %-34s %12.3f %12.3f\n", "profiler, every default output", median(prof_wall), median(prof_cpu));
   std::printf("  added per step (paired, median)    %+12.3f %+12.3f\n", median(diff_wall), median(diff_cpu));
   std::printf("  interval (%.0f%%)                     %6.3f..%-6.3f %5.3f..%.3f\n", dw.coverage * 100, dw.lo, dw.hi,
               dc.lo, dc.hi);
+  const auto dt = traceml_bench::median_interval(diff_others);
+  std::printf("  the profiler's threads' CPU per step (paired, median) %.3f us (%.3f..%.3f)\n", median(diff_others),
+              dt.lo, dt.hi);
   std::printf("  profiler start-up %.2f ms, finish() %.2f ms (medians; %d steps per run)\n", median(start_ms),
               median(finish_ms), steps);
   return 0;

@@ -549,25 +549,27 @@ class profiler : public recording_callback, private recorder_observer {
     }
   }
 
-  /// The step worker's work: every step handed over so far.
-  void process_in_background() noexcept {
+  /// The step worker's work: every step handed over so far. Returns how many it processed.
+  std::size_t process_in_background() noexcept {
     try {
       detail::lock_guard lock(mu_);
-      if (!finished_) process_ended(nullptr);
+      if (!finished_) return process_ended(nullptr);
     } catch (const std::exception& e) {
       report_once("step-end", std::string("could not process a step: ") + e.what());
     } catch (...) {
       report_once("step-end", "could not process a step (unknown error)");
     }
+    return 0;
   }
 
   /// Under mu_: the steps handed over (in order), then `also` (a step its thread processes itself):
-  /// one drain of the rings for all of them, then each step's statistics and GPU hand-off.
-  void process_ended(const detail::ended_step* also) TRACEML_REQUIRES(mu_) {
+  /// one drain of the rings for all of them, then each step's statistics and GPU hand-off. Returns
+  /// how many steps it processed.
+  std::size_t process_ended(const detail::ended_step* also) TRACEML_REQUIRES(mu_) {
     std::vector<detail::ended_step> steps;
     for (detail::ended_step e; ended_.pop(e);) steps.push_back(e);
     if (also) steps.push_back(*also);
-    if (steps.empty()) return;
+    if (steps.empty()) return 0;
     // Each step's own loss: what its thread's ring lost since that thread's previous step end.
     std::vector<std::uint64_t> lost(steps.size(), 0);
     std::uint64_t own_lost = 0;
@@ -592,6 +594,7 @@ class profiler : public recording_callback, private recorder_observer {
       while (!waiting_.empty() && waiting_.front().gpu) emit_front();
     }
     if (outputs_.has_ready_windows()) windows_waiting_.store(true, std::memory_order_release);
+    return steps.size();
   }
 
   /// Under mu_, records drained: one step's statistics, kept until its GPU facts are in (emitted at
@@ -744,7 +747,7 @@ class profiler : public recording_callback, private recorder_observer {
   const detail::thread_ring* last_ring_ TRACEML_GUARDED_BY(mu_) = nullptr;
   std::uint64_t last_dropped_total_ TRACEML_GUARDED_BY(mu_) = 0;
   std::atomic<bool> windows_waiting_{false};  // outputs_ holds ready windows for the training thread
-  detail::step_worker worker_{[this] { process_in_background(); }};  // last: stopped before the rest goes
+  detail::step_worker worker_{[this] { return process_in_background(); }};  // last: stopped before the rest goes
 };
 #else
 /// Compiled out (TRACEML_DISABLE): the same API, recording nothing.
