@@ -4,8 +4,12 @@
 // UTF-8 passes unchanged.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -186,4 +190,44 @@ TEST_CASE("names of any bytes make a summary, a JSONL and a trace that parse", "
   std::remove(json.c_str());
   std::remove(jsonl.c_str());
   std::remove(trace.c_str());
+}
+
+TEST_CASE("JSON numbers: the fewest digits (at least 6) that read back as the same double", "[json]") {
+  const auto written = [](double d) {
+    std::string out;
+    detail::json_writer w(out);
+    w.value(d);
+    return out;
+  };
+  CHECK(written(12.5) == "12.5");
+  CHECK(written(0.1 + 0.2) == "0.30000000000000004");
+  CHECK(written(100000.0) == "100000");
+  CHECK(written(1e20) == "1e+20");
+  CHECK(written(2.0 / 3) == "0.6666666666666666");
+  CHECK(written(1234567.0) == "1234567");
+  CHECK(written(-110087783773918336.0) == "-1.1008778377391834e+17");  // not the integer's 18 digits
+  CHECK(written(std::nan("")) == "null");
+  // Against the definition, a print and a parse per precision, on doubles of every kind.
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 20000; ++i) {
+    double d = 0;
+    if (i % 2) {
+      const std::uint64_t bits = rng();
+      std::memcpy(&d, &bits, sizeof d);
+      if (!std::isfinite(d)) continue;
+    } else {
+      d = static_cast<double>(rng() % 100000000) * std::pow(10.0, static_cast<int>(rng() % 40) - 20);
+    }
+    char expect[32];
+    std::snprintf(expect, sizeof expect, "%.17g", d);
+    for (int prec = 6; prec < 17; ++prec) {
+      char shorter[32];
+      std::snprintf(shorter, sizeof shorter, "%.*g", prec, d);
+      if (std::strtod(shorter, nullptr) == d) {
+        std::memcpy(expect, shorter, sizeof shorter);
+        break;
+      }
+    }
+    REQUIRE(written(d) == expect);
+  }
 }

@@ -4,6 +4,8 @@
 // goes through append_json_string_body(): any byte string comes out as valid JSON, whatever the
 // names it was given (invalid UTF-8 becomes U+FFFD, control characters are escaped).
 #pragma once
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -162,8 +164,17 @@ class json_writer {
       return *this;
     }
     char buf[32];
+    // Shorter form when it round-trips: keeps files readable ("12.5" rather than "12.500000000000002"):
+    // "%.*g" with the fewest significant digits (at least 6) that read back as d.
+#if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
+    // The shortest round trip's digit count, computed once (std::to_chars), instead of trying each
+    // precision with a print and a parse: a step's JSONL line holds dozens of numbers, and the
+    // search took most of the step worker's time per line.
+    std::snprintf(buf, sizeof buf, "%.*g", std::max(6, shortest_digits(d)), d);
+    out_ += buf;
+    return *this;
+#else
     std::snprintf(buf, sizeof buf, "%.17g", d);
-    // Shorter form when it round-trips: keeps files readable ("12.5" rather than "12.500000000000002").
     for (int prec = 6; prec < 17; ++prec) {
       char shorter[32];
       std::snprintf(shorter, sizeof shorter, "%.*g", prec, d);
@@ -174,6 +185,7 @@ class json_writer {
     }
     out_ += buf;
     return *this;
+#endif
   }
   json_writer& value(std::int64_t i) {
     value_prefix();
@@ -211,6 +223,17 @@ class json_writer {
   }
 
  private:
+#if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
+  /// Significant digits of the shortest text that reads back as d (finite): the mantissa's digits
+  /// in std::to_chars's shortest scientific form ("1.25e+02": 3).
+  static int shortest_digits(double d) {
+    char text[40];
+    const auto end = std::to_chars(text, text + sizeof text, d, std::chars_format::scientific).ptr;
+    int digits = 0;
+    for (const char* c = text; c != end && *c != 'e'; ++c) digits += *c >= '0' && *c <= '9';
+    return digits;
+  }
+#endif
   void comma() {
     if (first_.empty()) return;
     if (!first_.back()) out_ += ',';
