@@ -19,7 +19,9 @@
 // and the live view's publish. profiler_options::background_step_end = false does it all at the step's
 // end on the training thread instead.
 #pragma once
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <deque>
 #include <exception>
@@ -293,7 +295,7 @@ class step_outputs {
   /// One step, complete: its JSONL line, its spans and activities into the trace and the windows,
   /// the live view. Leaves `st` without its activities (the statistics do not need them).
   void emit(step_result& st, const std::string& run_name, const rank_identity& rank) {
-    if (jsonl_) jsonl_->write(step_jsonl_line(run_name, st, rank));
+    if (jsonl_ && jsonl_->ok()) jsonl_lines_ += step_jsonl_line(run_name, st, rank);
     if (keeps_trace_data()) {
       std::vector<span_record> spans = trace_.take_spans(st.step);
       std::vector<gpu_activity> activities;
@@ -329,9 +331,21 @@ class step_outputs {
                   "schedule (gpu_source_options::cupti_opts.schedule)");
   }
 
-  /// Closes the JSONL; its path into `failed` when it is missing or incomplete.
+  /// Writes the JSONL lines emitted since the last call, in one write and one flush: the profiler
+  /// calls it once per batch of steps it processed (a write and a flush per step cost the step
+  /// worker a system call each; a batch is at most what one wake-up took, within a step period or
+  /// so of its steps' ends, and a process killed afterwards keeps it).
+  void flush_jsonl() {
+    if (!jsonl_ || jsonl_lines_.empty()) return;
+    jsonl_->write(jsonl_lines_);
+    jsonl_lines_.clear();  // keeps its capacity: the next batch's lines need no allocation
+  }
+
+  /// Closes the JSONL (its last lines written first); its path into `failed` when it is missing or
+  /// incomplete.
   void close_jsonl(std::vector<std::string>& failed) {
     if (!jsonl_) return;
+    flush_jsonl();
     jsonl_->close();
     if (jsonl_->failed()) failed.push_back(jsonl_->path());
   }
@@ -339,6 +353,7 @@ class step_outputs {
  private:
   const profiler_options& o_;  // the profiler's, which outlives this
   std::unique_ptr<output_file> jsonl_;
+  std::string jsonl_lines_;  // emitted, not yet written (flush_jsonl)
   std::unique_ptr<live_view> live_;  // its own thread draws; publish() takes only the view's lock
   run_trace trace_;
   window_collector windows_;
@@ -585,7 +600,15 @@ class profiler : public recording_callback, private recorder_observer {
     const std::size_t allowance = steps.size() + (also ? 0 : 1);
     const std::uint64_t ring_full = absorb_records(steps.back().ring, allowance, steps.front().step.step);
     lost.front() += ring_full > own_lost ? ring_full - own_lost : 0;  // other threads' losses: the first step's
-    for (std::size_t i = 0; i < steps.size(); ++i) process_step(steps[i].step, lost[i]);
+    // The records in step order (threads' rings interleave steps; most runs record on one thread,
+    // already in order), so that each step takes its records from the front: one pass for the batch,
+    // not one pass over every step's records per step.
+    const auto by_step = [](const span_record& a, const span_record& b) { return a.step < b.step; };
+    if (!std::is_sorted(pending_.begin(), pending_.end(), by_step))
+      std::stable_sort(pending_.begin(), pending_.end(), by_step);
+    std::size_t taken = 0;
+    for (std::size_t i = 0; i < steps.size(); ++i) taken = process_step(steps[i].step, lost[i], taken);
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(taken));
     if (gpu_) {
       // The delivery goes to the attribution worker (a recorded step takes milliseconds to
       // attribute); reports of earlier steps come back from it.
@@ -593,35 +616,37 @@ class profiler : public recording_callback, private recorder_observer {
       attach_reports(attribution_.take_ready());
       while (!waiting_.empty() && waiting_.front().gpu) emit_front();
     }
+    outputs_.flush_jsonl();
     if (outputs_.has_ready_windows()) windows_waiting_.store(true, std::memory_order_release);
     return steps.size();
   }
 
-  /// Under mu_, records drained: one step's statistics, kept until its GPU facts are in (emitted at
-  /// once without a GPU source).
-  void process_step(const span_record& step, std::uint64_t lost) TRACEML_REQUIRES(mu_) {
+  /// Under mu_, records drained and pending_ in step order: one step's statistics, kept until its
+  /// GPU facts are in (emitted at once without a GPU source). Takes the step's records (and those of
+  /// earlier steps: late) from pending_[from] on, and returns where the next step's begin.
+  std::size_t process_step(const span_record& step, std::uint64_t lost, std::size_t from) TRACEML_REQUIRES(mu_) {
+    std::size_t next = from;
+    while (next < pending_.size() && pending_[next].step <= step.step) ++next;
     std::vector<span_record> spans;     // the step's statistics
     std::vector<span_record> outlived;  // of this step, ended after it: the trace only
-    std::vector<span_record> rest;
+    spans.reserve(next - from + 1);
     bool has_step_record = false;
-    for (const auto& r : pending_) {
-      if (r.step == step.step) {
-        // A phase of another thread that ends after its step: its time is not the step's (whenever
-        // the step is processed, so the figures do not depend on when the worker drained).
-        if (r.kind != phase_kind::step && r.end_ns > step.end_ns) {
-          outlived.push_back(r);
-          ++late_;
-          continue;
-        }
-        spans.push_back(r);
-        has_step_record = has_step_record || r.kind == phase_kind::step;
-      } else if (r.step > step.step) {
-        rest.push_back(r);  // a later step
-      } else {
+    for (std::size_t i = from; i < next; ++i) {
+      const span_record& r = pending_[i];
+      if (r.step < step.step) {
         ++late_;  // closed after its step was summarized (a worker outlived the step)
+        continue;
       }
+      // A phase of another thread that ends after its step: its time is not the step's (whenever
+      // the step is processed, so the figures do not depend on when the worker drained).
+      if (r.kind != phase_kind::step && r.end_ns > step.end_ns) {
+        outlived.push_back(r);
+        ++late_;
+        continue;
+      }
+      spans.push_back(r);
+      has_step_record = has_step_record || r.kind == phase_kind::step;
     }
-    pending_.swap(rest);
     // The ring keeps room for step records (thread_ring::reserved); a thread without a ring (out
     // of memory) has none: the step is still the one the recorder closed.
     if (!has_step_record) spans.push_back(step);
@@ -632,7 +657,7 @@ class profiler : public recording_callback, private recorder_observer {
                   "phases on other threads ended after their step was summarized (after the "
                   "step's end): they are left out of the step statistics");
     auto st = compute_step(step.step, spans);
-    if (!st) return;
+    if (!st) return next;
     st->lost_phases = lost;
     waiting_.push_back(std::move(*st));
     if (outputs_.keeps_trace_data()) {
@@ -644,6 +669,7 @@ class profiler : public recording_callback, private recorder_observer {
       gpu_->step_ended(step.step, spans);
     else
       emit_front();
+    return next;
   }
 
   void on_scope_begin(phase_kind kind, const char* name, std::int32_t step, std::int32_t micro) noexcept override {

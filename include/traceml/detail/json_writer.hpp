@@ -169,9 +169,10 @@ class json_writer {
 #if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
     // The shortest round trip's digit count, computed once (std::to_chars), instead of trying each
     // precision with a print and a parse: a step's JSONL line holds dozens of numbers, and the
-    // search took most of the step worker's time per line.
-    std::snprintf(buf, sizeof buf, "%.*g", std::max(6, shortest_digits(d)), d);
-    out_ += buf;
+    // search took most of the step worker's time per line. The text is printf's "%.*g" (to_chars's
+    // general format with a precision is specified as printf's), without printf's cost per number.
+    const auto end = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::general, std::max(6, shortest_digits(d))).ptr;
+    out_.append(buf, end);
     return *this;
 #else
     std::snprintf(buf, sizeof buf, "%.17g", d);
@@ -189,12 +190,12 @@ class json_writer {
   }
   json_writer& value(std::int64_t i) {
     value_prefix();
-    out_ += std::to_string(i);
+    append_integer(i);
     return *this;
   }
   json_writer& value(std::uint64_t u) {
     value_prefix();
-    out_ += std::to_string(u);
+    append_integer(u);
     return *this;
   }
   json_writer& value(int i) { return value(static_cast<std::int64_t>(i)); }
@@ -234,6 +235,11 @@ class json_writer {
     return digits;
   }
 #endif
+  template <class Integer>
+  void append_integer(Integer i) {  // std::to_string's text, without its string
+    char buf[24];
+    out_.append(buf, std::to_chars(buf, buf + sizeof buf, i).ptr);
+  }
   void comma() {
     if (first_.empty()) return;
     if (!first_.back()) out_ += ',';
