@@ -99,6 +99,8 @@ TEST_CASE("short-lived threads hand their rings over while the training thread d
 }
 
 TEST_CASE("a profiler run whose phases come from several threads", "[threads][profiler]") {
+  // Each step's own count (per_step + s in step s), so that a record given to a neighbouring step
+  // shows: the step worker takes a batch of steps at once, from rings that interleave them.
   constexpr int workers = 3, steps = 20, per_step = 50;
   traceml::profiler_options opts;
   opts.print_table = false;
@@ -119,7 +121,7 @@ TEST_CASE("a profiler run whose phases come from several threads", "[threads][pr
           std::unique_lock<std::mutex> lock(mu);
           cv.wait(lock, [&] { return generation >= s; });
         }
-        for (int i = 0; i < per_step; ++i) {
+        for (int i = 0; i < per_step + s; ++i) {
           TRACEML_PHASE_NAMED("worker");
         }
         std::lock_guard<std::mutex> lock(mu);
@@ -143,10 +145,11 @@ TEST_CASE("a profiler run whose phases come from several threads", "[threads][pr
 
   const traceml::run_result& r = prof.finish();
   REQUIRE(r.steps.size() == steps);
-  for (const auto& st : r.steps) {
+  for (int s = 1; s <= steps; ++s) {
+    const auto& st = r.steps[static_cast<std::size_t>(s - 1)];
     const auto* w = st.find(traceml::phase_kind::user, "worker");
     REQUIRE(w != nullptr);
-    CHECK(w->count == workers * per_step);
+    CHECK(w->count == workers * (per_step + s));
     const auto* f = st.find(traceml::phase_kind::forward, "forward");
     REQUIRE(f != nullptr);
     CHECK(f->count == 1);
