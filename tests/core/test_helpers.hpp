@@ -3,9 +3,11 @@
 #include <traceml/traceml.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -55,9 +57,31 @@ inline bool contains(const std::string& text, const std::string& part) { return 
 
 /// A path of this test process's own: the process id keeps two suites run at once on one machine
 /// (the tests and the sanitizers' builds) from writing and counting each other's files.
+/// The paths temp_path() handed out in this process, removed when it exits (remove_temp_paths).
+inline std::vector<std::string>& temp_paths() {
+  static std::vector<std::string> paths;
+  return paths;
+}
+
+/// At exit, by the process that made them only (a forked child that exits must not remove what its
+/// parent still checks); TRACEML_KEEP_TEST_FILES=1 keeps them to look at.
+inline void remove_temp_paths() {
+  static const ::pid_t owner = ::getpid();
+  if (::getpid() != owner || std::getenv("TRACEML_KEEP_TEST_FILES")) return;
+  for (const auto& p : temp_paths()) {
+    std::error_code ec;
+    std::filesystem::remove_all(p, ec);
+  }
+}
+
 inline std::string temp_path(const std::string& name) {
-  return std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/traceml_test_" +
-         std::to_string(::getpid()) + "_" + name;
+  // The list is made before the handler is registered, so that it is destroyed after the handler ran.
+  static const bool cleaned_at_exit = (temp_paths(), remove_temp_paths(), std::atexit(remove_temp_paths) == 0);
+  (void)cleaned_at_exit;
+  std::string path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/traceml_test_" +
+                     std::to_string(::getpid()) + "_" + name;
+  temp_paths().push_back(path);
+  return path;
 }
 
 }  // namespace traceml_test
