@@ -181,7 +181,9 @@ struct after_profiler : traceml::callback {
     clock.end = traceml::now_ns();
     threads = read_thread_cpu();
     if (cupti) {
-      spent = cupti->recordings_spent_share();
+      // The steps' own slowdown: the budget also charges the attribution worker's CPU, which the
+      // parts count as that thread's.
+      spent = cupti->recordings_step_share();
       switches = cupti->record_switches();
       switch_ns = cupti->record_switch_ns();
     }
@@ -349,7 +351,7 @@ void print_parts(const mode_result& m, const mode_result& off, double off_ms) {
   const double others = median(m.others_us_added) / 1e3 / off_ms;
   std::printf(
       "  %-9s   parts, as shares of off's step: the profiler's hooks on the training thread %.3f%% (%.1f us); "
-      "CUPTI's recordings %.3f%% (the budget's own measure, median of %zu blocks); traceml's threads' CPU "
+      "CUPTI's recordings %.3f%% (the budget's own measure of the recorded steps' slowdown, median of %zu blocks); traceml's threads' CPU "
       "%.3f%% (%.1f us per step, %.2f%% of one core); other threads' CPU against off %+.3f%% (%+.1f us "
       "[%+.1f, %+.1f])\n",
       "", 100 * hooks, mean(m.hook_us) - mean(off.hook_us), 100 * spent_share, m.spent.size(), 100 * own,

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 
 #include "traceml/config.hpp"
 
@@ -118,6 +119,19 @@ now_ns() noexcept {
                            static_cast<double>(static_cast<std::int64_t>(__rdtsc() - c.base_tsc)) * c.ns_per_tick);
 #endif
   return detail::steady_ns();
+}
+
+/// The calling thread's CPU time in nanoseconds (CLOCK_THREAD_CPUTIME_ID; 0 where there is none):
+/// what a background thread's work costs a core, not the wall time it waited to run. A system call:
+/// for the profiler's own threads, never the training thread's path.
+inline std::int64_t thread_cpu_ns() noexcept {
+#if defined(CLOCK_THREAD_CPUTIME_ID)
+  timespec t{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return 0;
+  return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+#else
+  return 0;
+#endif
 }
 
 /// Whether now_ns() reads the TSC (true) or steady_clock (false).

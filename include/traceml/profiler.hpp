@@ -614,6 +614,7 @@ class profiler : public recording_callback, private recorder_observer {
       // attribute); reports of earlier steps come back from it.
       attribution_.submit(gpu_->collect(false));
       attach_reports(attribution_.take_ready());
+      gpu_->charge_processing(attribution_.take_record_cpu_ns());  // attributing records: recording's cost too
       while (!waiting_.empty() && waiting_.front().gpu) emit_front();
     }
     outputs_.flush_jsonl();

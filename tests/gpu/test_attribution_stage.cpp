@@ -4,6 +4,7 @@
 // for the next delivery.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -367,4 +368,56 @@ TEST_CASE("the attribution worker gives the stage's reports, in order, off the c
   }
   CHECK(via.back().step == 3);
   CHECK(via.back().total.kernel_count == 1);
+}
+
+TEST_CASE("the attribution worker measures its CPU on kernel records, not on unrecorded steps", "[stage][worker]") {
+  // What the recording budget is charged (recording_budget::charge_processing): the worker's CPU on
+  // deliveries that bring kernel records or finish a recorded step, and nothing for the events of
+  // unrecorded steps.
+  attribution_worker worker;
+  const auto wait_for_step = [&](std::int32_t step, std::vector<step_gpu_report>& got) {
+    for (int i = 0; i < 10000 && (got.empty() || got.back().step != step); ++i) {
+      for (auto& r : worker.take_ready()) got.push_back(std::move(r));
+      if (got.empty() || got.back().step != step) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    REQUIRE_FALSE(got.empty());
+    REQUIRE(got.back().step == step);
+  };
+  std::vector<step_gpu_report> got;
+  constexpr std::int32_t quiet_steps = 200;
+  for (std::int32_t s = 0; s < quiet_steps; ++s) {
+    step_activity u;
+    u.step = s;
+    u.spans.push_back(timed(span(phase_kind::step, "step", s, s * 1000, s * 1000 + 500), 400));
+    gpu_delivery d;
+    d.steps = {u};
+    worker.submit(std::move(d));
+  }
+  wait_for_step(quiet_steps - 1, got);
+  CHECK(got.size() == static_cast<std::size_t>(quiet_steps));
+  CHECK(worker.take_record_cpu_ns() == 0);
+
+  // A recorded step of 20,000 kernels in its forward phase: milliseconds of attribution.
+  constexpr std::int32_t rec = quiet_steps;
+  constexpr std::int64_t t0 = 1'000'000;
+  step_activity r;
+  r.step = rec;
+  r.recorded = true;
+  r.spans.push_back(timed(span(phase_kind::step, "step", rec, t0, t0 + 100'000), -1, 1, 4));
+  r.spans.push_back(timed(span(phase_kind::forward, "forward", rec, t0 + 1'000, t0 + 99'000), -1, 2, 3));
+  gpu_delivery d;
+  d.steps = {r};
+  d.markers = {marker(1, t0 + 10, t0 + 20), marker(2, t0 + 1'010, t0 + 1'020), marker(3, t0 + 98'000, t0 + 98'010),
+               marker(4, t0 + 99'500, t0 + 99'510)};
+  constexpr int kernels = 20000;
+  for (int k = 0; k < kernels; ++k) d.records.push_back(kernel("gemm", t0 + 2'000 + 4 * k, t0 + 2'003 + 4 * k));
+  worker.submit(std::move(d));
+  wait_for_step(rec, got);
+  CHECK(got.back().kernels_measured);
+  CHECK(got.back().total.kernel_count == kernels);
+  CHECK(worker.take_record_cpu_ns() > 0);
+  CHECK(worker.take_record_cpu_ns() == 0);  // taken: the budget is charged once
+  gpu_delivery last;
+  last.final = true;
+  (void)worker.finish(last);
 }

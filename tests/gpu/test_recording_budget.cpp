@@ -17,6 +17,8 @@ struct simulation {
   std::int64_t untraced_ns = 100'000'000;  // 100 ms steps
   double recorded_extra = 0.30;            // a recorded step takes 30% longer
   double after_extra = 0.0;                // and the step after it this much longer
+  double processing = 0.0;                 // CPU to attribute a recording's records, as a share of a step,
+                                           // charged when the step after it ends (the worker's pace)
   double noise = 0.0;                      // uniform +- share of each step
   int warmup = 3;
   std::int64_t warmup_ns = 2'000'000'000;  // one-time costs of the first steps
@@ -46,6 +48,11 @@ struct simulation {
         base += clean;
         extra += d - clean;
       }
+      if (after && processing > 0) {
+        const auto cpu = static_cast<std::int64_t>(processing * static_cast<double>(untraced_ns));
+        b.charge_processing(cpu);
+        extra += static_cast<double>(cpu);
+      }
       after = rec;
       if (rec) o.recorded.push_back(s);
       b.step_done(static_cast<std::int64_t>(d), rec);
@@ -68,6 +75,25 @@ TEST_CASE("recording budget: a 30% recording at a 1% budget records about one st
   CHECK(b.spent_share() == Approx(o.true_overhead).epsilon(0.02));
   CHECK(b.cost_per_recording() == Approx(0.30).epsilon(0.01));
   CHECK(b.recordings() == o.recorded.size());
+}
+
+TEST_CASE("recording budget: the records' processing CPU is charged with the recordings", "[budget]") {
+  // 15% slowdown plus 15 ms of attribution CPU per 100 ms step: the same 30% a recording, so about
+  // one step in 30 at a 1% budget (one in 15 if the processing went uncharged).
+  simulation sim;
+  sim.recorded_extra = 0.15;
+  sim.processing = 0.15;
+  recording_budget b(0.01);
+  const auto o = sim.run(b, 1000);
+  CHECK(o.true_overhead <= 0.0105);
+  CHECK(o.true_overhead >= 0.008);
+  CHECK(o.recorded.size() >= 28);
+  CHECK(o.recorded.size() <= 35);
+  CHECK(b.spent_share() == Approx(o.true_overhead).epsilon(0.02));
+  CHECK(b.cost_per_recording() == Approx(0.15).epsilon(0.01));  // the step's own slowdown
+  // Every recording but possibly the last was processed (charged after the step that follows it).
+  CHECK(b.processing_per_recording_ns() * static_cast<double>(b.recordings()) ==
+        Approx(15e6 * static_cast<double>(o.recorded.size() - (o.recorded.back() == 999 ? 1 : 0))));
 }
 
 TEST_CASE("recording budget: warm-up steps are neither recorded nor the baseline", "[budget]") {

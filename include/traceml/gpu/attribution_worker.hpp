@@ -16,7 +16,9 @@
 //   for (auto& rep : w.take_ready()) ...     // reports of steps whose round is done
 //   for (auto& rep : w.finish(source->collect(true))) ...   // end of run: everything, in order
 #pragma once
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -25,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "traceml/clock.hpp"
 #include "traceml/config.hpp"
 #include "traceml/detail/diagnostics.hpp"
 #include "traceml/detail/thread_safety.hpp"
@@ -69,6 +72,10 @@ class attribution_worker {
     return out;
   }
 
+  /// The CPU this thread spent since the last call on deliveries that held kernel records (the
+  /// recording budget charges it to the recordings: recording_budget.hpp).
+  std::int64_t take_record_cpu_ns() noexcept { return record_cpu_ns_.exchange(0, std::memory_order_relaxed); }
+
   /// End of the run: hands over the last delivery, waits until every delivery is attributed, stops
   /// the thread and returns every report not yet taken.
   std::vector<step_gpu_report> finish(gpu_delivery last) {
@@ -94,13 +101,17 @@ class attribution_worker {
       gpu_delivery d = std::move(inbox_.front());
       inbox_.pop_front();
       lock.unlock();
-      process(std::move(d));
+      const std::int64_t t0 = thread_cpu_ns();
+      if (process(std::move(d))) record_cpu_ns_.fetch_add(thread_cpu_ns() - t0, std::memory_order_relaxed);
       lock.lock();
     }
   }
 
-  /// Attributes one delivery (worker thread, or the caller once the thread stopped).
-  void process(gpu_delivery d) {
+  /// Attributes one delivery (worker thread, or the caller once the thread stopped). Returns whether
+  /// it handled kernel records (brought them, or finished a recorded step's report): work that
+  /// recording caused, as against the events' and markers' of unrecorded steps.
+  bool process(gpu_delivery d) {
+    bool records = !d.records.empty();
     std::vector<step_gpu_report> reports;
     try {
       reports = stage_.add(std::move(d));
@@ -109,7 +120,11 @@ class attribution_worker {
                   std::string("GPU attribution failed: ") + e.what() + "; the steps of that round have no GPU figures");
     }
     detail::lock_guard lock(mu_);
-    for (auto& r : reports) ready_.push_back(std::move(r));
+    for (auto& r : reports) {
+      records = records || r.kernels_measured;
+      ready_.push_back(std::move(r));
+    }
+    return records;
   }
 
   /// Finishes what is queued and joins the thread.
@@ -129,6 +144,7 @@ class attribution_worker {
   std::vector<step_gpu_report> ready_ TRACEML_GUARDED_BY(mu_);
   bool stopping_ TRACEML_GUARDED_BY(mu_) = false;
   std::thread thread_;
+  std::atomic<std::int64_t> record_cpu_ns_{0};  // the thread's CPU on records' deliveries, not yet taken
 };
 
 TRACEML_END_NAMESPACE

@@ -295,8 +295,14 @@ class cupti_source : public gpu_source {
   std::uint64_t record_switches() const noexcept { return switch_.switches(); }
   std::int64_t record_switch_ns() const noexcept { return switch_.switch_ns(); }
   /// With a recording budget: the share of the run's time the recordings cost so far, as the budget
-  /// measured it (the status line's "N% spent"); 0 without one.
+  /// measured it (the status line's "N% spent": the steps' slowdown and their records' processing);
+  /// 0 without one.
   double recordings_spent_share() const { return switch_.spent_share(); }
+  /// Of recordings_spent_share(), the recorded steps' own slowdown (the processing is the
+  /// attribution worker's CPU, measured as that thread's).
+  double recordings_step_share() const { return switch_.step_share(); }
+  /// The attribution worker's CPU, charged to the recording budget (charge_processing above).
+  void charge_processing(std::int64_t cpu_ns) noexcept override { switch_.charge_processing(cpu_ns); }
 
  private:
   /// Hot: one event record, its time charged to the events' budget.

@@ -52,6 +52,9 @@ class gpu_source {
   /// What it takes to set kernel records beside this source's hardware counters
   /// (attribution_options::counted); not modelled without counters.
   virtual records_as_counted counter_view() const noexcept { return {}; }
+  /// The profiler's step worker: the CPU the attribution worker spent on this source's kernel records
+  /// since the last call. A source that budgets its recordings charges it to them.
+  virtual void charge_processing(std::int64_t /*cpu_ns*/) noexcept {}
   /// The table its records' names point into (gpu_record::name), which the run's outputs keep past
   /// the source; null when its names are static or it names nothing.
   virtual std::shared_ptr<const kernel_name_table> kernel_names() const noexcept { return nullptr; }

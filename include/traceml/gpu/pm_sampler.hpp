@@ -318,12 +318,6 @@ class pm_sampler {
     budget_text_ = std::move(chosen);
   }
 
-  static std::int64_t thread_cpu_ns() noexcept {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<std::int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
-  }
-
   /// One decode of what the hardware holds, its samples kept (unless paused) and counted.
   void decode_now() TRACEML_REQUIRES(cupti_mu_) {
     const std::int64_t t0 = thread_cpu_ns();

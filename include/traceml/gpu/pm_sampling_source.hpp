@@ -181,6 +181,9 @@ class pm_sampling_source : public gpu_source {
     stamps_[step] = slot;
   }
   bool step_timed() const noexcept override { return !inner_ || inner_->step_timed(); }
+  void charge_processing(std::int64_t cpu_ns) noexcept override {
+    if (inner_) inner_->charge_processing(cpu_ns);
+  }
   void on_scope_end(const span_record& r) noexcept override {
     if (inner_ && inner_->wants_scope_hooks()) inner_->on_scope_end(r);
   }

@@ -99,6 +99,14 @@ class record_switch {
     budget_.step_done(duration_ns, traced);
   }
 
+  /// The profiler's step worker: the attribution worker's CPU since the last call, charged to the
+  /// budget with the recordings whose records it processed (recording_budget::charge_processing).
+  void charge_processing(std::int64_t cpu_ns) noexcept {
+    if (budget_share_ <= 0 || cpu_ns <= 0) return;
+    detail::lock_guard lock(mu_);
+    budget_.charge_processing(cpu_ns);
+  }
+
   /// Worker: a switch-off waits for the GPU to pass the recorded step.
   bool off_pending() const {
     detail::lock_guard lock(mu_);
@@ -132,12 +140,13 @@ class record_switch {
     }
     if (budget_share_ > 0) {
       detail::lock_guard lock(mu_);
-      char buf[200];
+      char buf[320];
       std::snprintf(buf, sizeof buf,
                     "kernel records on %llu step(s) chosen to keep their cost under %.3g%% of run time: one cost "
-                    "%+.0f%% of a step, %.2f%% spent",
+                    "%+.0f%% of a step and %.1f ms of CPU to attribute its records, %.2f%% spent",
                     static_cast<unsigned long long>(budget_.recordings()), 100.0 * budget_.budget(),
-                    100.0 * budget_.cost_per_recording(), 100.0 * budget_.spent_share());
+                    100.0 * budget_.cost_per_recording(), budget_.processing_per_recording_ns() / 1e6,
+                    100.0 * budget_.spent_share());
       return buf;
     }
     if (sample_every_ > 1) return "kernel records on 1 step in " + std::to_string(sample_every_);
@@ -150,6 +159,12 @@ class record_switch {
     if (budget_share_ <= 0) return 0;
     detail::lock_guard lock(mu_);
     return budget_.spent_share();
+  }
+  /// Of spent_share(), what the recorded steps themselves took (0 without a budget).
+  double step_share() const {
+    if (budget_share_ <= 0) return 0;
+    detail::lock_guard lock(mu_);
+    return budget_.step_share();
   }
 
   /// How often records were switched on, and the training thread's time spent doing it.

@@ -12,9 +12,16 @@
 // Warm-up steps (one-time costs) are neither recorded nor counted. Pure arithmetic, no CUDA: the
 // CUPTI source (cupti_source.hpp) asks it at each step begin and tells it each step's duration.
 //
+// A recording also costs after its step: its records are attributed to phases on the profiler's
+// attribution worker (milliseconds of CPU for a step of thousands of kernels; on the eager Qwen3
+// trainer that thread took as much of a core as the recorded steps' slowdown). That CPU is charged
+// here too (charge_processing), so the budget bounds what recording costs wherever it is paid, and
+// the expected cost of the next recording includes it.
+//
 //   traceml::recording_budget b(0.01);             // records may cost 1% of the run
 //   at step begin:  bool rec = b.should_record();
 //   at step end:    b.step_done(end_ns - begin_ns, rec);
+//   attributed:     b.charge_processing(cpu_ns);   // the attribution worker's CPU since the last call
 #pragma once
 #include <algorithm>
 #include <array>
@@ -74,14 +81,31 @@ class recording_budget {
     ++next_;
   }
 
+  /// The CPU the recordings' records took to process since the last call (the attribution worker's):
+  /// spent like the recorded steps' own cost.
+  void charge_processing(std::int64_t cpu_ns) noexcept {
+    if (cpu_ns <= 0) return;
+    spent_ns_ += static_cast<double>(cpu_ns);
+    processing_ns_ += static_cast<double>(cpu_ns);
+  }
+
   std::uint64_t recordings() const noexcept { return recordings_; }
-  /// Share of the counted run time spent on recordings so far (what the budget bounds).
+  /// The processing CPU charged per recording so far (0 before the first), in nanoseconds.
+  double processing_per_recording_ns() const noexcept {
+    return recordings_ ? processing_ns_ / static_cast<double>(recordings_) : 0.0;
+  }
+  /// Share of the counted run time spent on recordings so far (what the budget bounds): the recorded
+  /// steps' slowdown and their records' processing.
   double spent_share() const noexcept { return total_ns_ > 0 ? spent_ns_ / static_cast<double>(total_ns_) : 0.0; }
-  /// What one recording cost on average (the recorded step and the one after), as a share of the
-  /// baseline step; 0 before the first.
+  /// The part of spent_share() that the steps themselves took (their slowdown, not the processing).
+  double step_share() const noexcept {
+    return total_ns_ > 0 ? (spent_ns_ - processing_ns_) / static_cast<double>(total_ns_) : 0.0;
+  }
+  /// What one recording cost on average (the recorded step and the one after, not its processing),
+  /// as a share of the baseline step; 0 before the first.
   double cost_per_recording() const noexcept {
     const double b = baseline_ns();
-    return recordings_ && b > 0 ? expected_cost_ns() / b : 0.0;
+    return recordings_ && b > 0 ? (recorded_ns_ + after_ns_) / static_cast<double>(recordings_) / b : 0.0;
   }
   double budget() const noexcept { return budget_; }
   /// The baseline step duration: the median of the last untraced steps (for an even count, the
@@ -107,8 +131,10 @@ class recording_budget {
     }
     return v[0];  // not reached: some element has rank k
   }
+  /// What the next recording is expected to cost: the mean of the earlier ones, their processing
+  /// included.
   double expected_cost_ns() const noexcept {
-    return recordings_ ? (recorded_ns_ + after_ns_) / static_cast<double>(recordings_) : 0.0;
+    return recordings_ ? (recorded_ns_ + after_ns_ + processing_ns_) / static_cast<double>(recordings_) : 0.0;
   }
 
   double budget_;
@@ -116,7 +142,7 @@ class recording_budget {
   std::size_t window_;
   int seen_ = 0;
   std::int64_t total_ns_ = 0;
-  double spent_ns_ = 0, recorded_ns_ = 0, after_ns_ = 0;
+  double spent_ns_ = 0, recorded_ns_ = 0, after_ns_ = 0, processing_ns_ = 0;
   std::uint64_t recordings_ = 0;
   bool charging_next_ = false;
   int clean_since_recording_ = 0;
