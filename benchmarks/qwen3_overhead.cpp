@@ -351,7 +351,8 @@ void print_parts(const mode_result& m, const mode_result& off, double off_ms) {
   const double others = median(m.others_us_added) / 1e3 / off_ms;
   std::printf(
       "  %-9s   parts, as shares of off's step: the profiler's hooks on the training thread %.3f%% (%.1f us); "
-      "CUPTI's recordings %.3f%% (the budget's own measure of the recorded steps' slowdown, median of %zu blocks); traceml's threads' CPU "
+      "CUPTI's recordings %.3f%% (the budget's own measure of the recorded steps' slowdown, median of %zu blocks); "
+      "traceml's threads' CPU "
       "%.3f%% (%.1f us per step, %.2f%% of one core); other threads' CPU against off %+.3f%% (%+.1f us "
       "[%+.1f, %+.1f])\n",
       "", 100 * hooks, mean(m.hook_us) - mean(off.hook_us), 100 * spent_share, m.spent.size(), 100 * own,

@@ -353,7 +353,7 @@ class step_outputs {
  private:
   const profiler_options& o_;  // the profiler's, which outlives this
   std::unique_ptr<output_file> jsonl_;
-  std::string jsonl_lines_;  // emitted, not yet written (flush_jsonl)
+  std::string jsonl_lines_;          // emitted, not yet written (flush_jsonl)
   std::unique_ptr<live_view> live_;  // its own thread draws; publish() takes only the view's lock
   run_trace trace_;
   window_collector windows_;

@@ -171,7 +171,8 @@ class json_writer {
     // precision with a print and a parse: a step's JSONL line holds dozens of numbers, and the
     // search took most of the step worker's time per line. The text is printf's "%.*g" (to_chars's
     // general format with a precision is specified as printf's), without printf's cost per number.
-    const auto end = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::general, std::max(6, shortest_digits(d))).ptr;
+    const auto end =
+        std::to_chars(buf, buf + sizeof buf, d, std::chars_format::general, std::max(6, shortest_digits(d))).ptr;
     out_.append(buf, end);
     return *this;
 #else
