@@ -30,11 +30,6 @@
 
 namespace {
 
-std::int64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return std::int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 std::int64_t process_cpu_ns() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -60,7 +55,7 @@ struct block_time {
 /// One block of `steps` steps; the same loop in both modes. `wait_ns`: each step also sleeps this
 /// long in its backward phase (as an eager step waits for its GPU work).
 block_time run_steps(int steps, std::int64_t phase_ns, std::int64_t wait_ns = 0) {
-  const std::int64_t w0 = wall_ns(), c0 = thread_cpu_ns(), p0 = process_cpu_ns();
+  const std::int64_t w0 = wall_ns(), c0 = traceml::thread_cpu_ns(), p0 = process_cpu_ns();
   for (int s = 0; s < steps; ++s) {
     TRACEML_STEP();
     {
@@ -81,7 +76,7 @@ block_time run_steps(int steps, std::int64_t phase_ns, std::int64_t wait_ns = 0)
       spin_ns(phase_ns);
     }
   }
-  const std::int64_t c1 = thread_cpu_ns(), p1 = process_cpu_ns(), w1 = wall_ns();
+  const std::int64_t c1 = traceml::thread_cpu_ns(), p1 = process_cpu_ns(), w1 = wall_ns();
   return {static_cast<double>(w1 - w0) / 1e3 / steps, static_cast<double>(c1 - c0) / 1e3 / steps,
           static_cast<double>((p1 - p0) - (c1 - c0)) / 1e3 / steps};
 }

@@ -55,8 +55,6 @@ inline void reset_recorder() {
 /// Whether `part` occurs in `text` (the message and table checks).
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-/// A path of this test process's own: the process id keeps two suites run at once on one machine
-/// (the tests and the sanitizers' builds) from writing and counting each other's files.
 /// The paths temp_path() handed out in this process, removed when it exits (remove_temp_paths).
 inline std::vector<std::string>& temp_paths() {
   static std::vector<std::string> paths;
@@ -74,6 +72,8 @@ inline void remove_temp_paths() {
   }
 }
 
+/// A path of this test process's own: the process id keeps two suites run at once on one machine
+/// (the tests and the sanitizers' builds) from writing and counting each other's files.
 inline std::string temp_path(const std::string& name) {
   // The list is made before the handler is registered, so that it is destroyed after the handler ran.
   static const bool cleaned_at_exit = (temp_paths(), remove_temp_paths(), std::atexit(remove_temp_paths) == 0);

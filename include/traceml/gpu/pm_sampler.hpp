@@ -21,7 +21,6 @@
 //   if (s.start()) { ...; auto v = s.take(); }  // samples decoded since the previous take()
 #pragma once
 #include <cuda_runtime_api.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
