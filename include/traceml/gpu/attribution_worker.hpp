@@ -101,16 +101,17 @@ class attribution_worker {
       gpu_delivery d = std::move(inbox_.front());
       inbox_.pop_front();
       lock.unlock();
-      const std::int64_t t0 = thread_cpu_ns();
-      if (process(std::move(d))) record_cpu_ns_.fetch_add(thread_cpu_ns() - t0, std::memory_order_relaxed);
+      process(std::move(d));
       lock.lock();
     }
   }
 
-  /// Attributes one delivery (worker thread, or the caller once the thread stopped). Returns whether
-  /// it handled kernel records (brought them, or finished a recorded step's report): work that
-  /// recording caused, as against the events' and markers' of unrecorded steps.
-  bool process(gpu_delivery d) {
+  /// Attributes one delivery (worker thread, or the caller once the thread stopped). The CPU it took
+  /// is charged to recording when it handled kernel records (brought them, or finished a recorded
+  /// step's report), as against the events' and markers' of unrecorded steps; charged before the
+  /// reports are published, so whoever takes a report finds its cost already counted.
+  void process(gpu_delivery d) {
+    const std::int64_t t0 = thread_cpu_ns();
     bool records = !d.records.empty();
     std::vector<step_gpu_report> reports;
     try {
@@ -119,12 +120,10 @@ class attribution_worker {
       report_once("attribution-worker",
                   std::string("GPU attribution failed: ") + e.what() + "; the steps of that round have no GPU figures");
     }
+    for (const auto& r : reports) records = records || r.kernels_measured;
+    if (records) record_cpu_ns_.fetch_add(thread_cpu_ns() - t0, std::memory_order_relaxed);
     detail::lock_guard lock(mu_);
-    for (auto& r : reports) {
-      records = records || r.kernels_measured;
-      ready_.push_back(std::move(r));
-    }
-    return records;
+    for (auto& r : reports) ready_.push_back(std::move(r));
   }
 
   /// Finishes what is queued and joins the thread.
