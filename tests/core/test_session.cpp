@@ -59,6 +59,13 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
+/// The base name of the trainers' console logs, in a folder of their own (removed with the test's
+/// other temporary paths); the tests add a suffix per process.
+std::string log_file_in(const fs::path& logs, const std::string& stem) {
+  fs::create_directories(logs);
+  return (logs / stem).string();
+}
+
 }  // namespace
 
 TEST_CASE("TRACEML_OUT makes a phase.hpp-only program write every output") {
@@ -240,7 +247,7 @@ TEST_CASE("TRACEML_RUN_NAME never writes outside TRACEML_OUT, its files take a p
 TEST_CASE("Ranks started on one TRACEML_OUT write their own files, and rank 0 says how to merge them") {
   const fs::path dir = fresh_dir("session_ranks");
   const std::string out = "TRACEML_OUT=" + dir.string();
-  const std::string log = dir.string() + ".log";
+  const std::string log = log_file_in(fresh_dir("session_ranks_logs"), "rank");
   const run_output r =
       run_shell("RANK=0 WORLD_SIZE=2 " + out + " \"$T\" >" + log + "0 2>&1 & RANK=1 WORLD_SIZE=2 " + out + " \"$T\" >" +
                 log + "1 2>&1; s1=$?; wait $!; s0=$?; cat " + log + "0 " + log + "1; exit $((s0 + s1))");
@@ -266,7 +273,7 @@ TEST_CASE("Ranks started on one TRACEML_OUT write their own files, and rank 0 sa
 TEST_CASE("Two runs on one folder never share a file: the second takes a suffix and says so") {
   const fs::path dir = fresh_dir("session_two_runs");
   const std::string out = "TRACEML_OUT=" + dir.string();
-  const std::string log = dir.string() + ".log";
+  const std::string log = log_file_in(fresh_dir("session_two_runs_logs"), "run");
   const run_output r = run_shell(out + " \"$T\" >" + log + "a 2>&1 & " + out + " \"$T\" >" + log +
                                  "b 2>&1; s1=$?; wait $!; s0=$?; cat " + log + "a " + log + "b; exit $((s0 + s1))");
   INFO(r.text);
@@ -305,7 +312,7 @@ TEST_CASE("SIGINT or SIGTERM mid-step: the session writes every output of the fi
 
 TEST_CASE("SIGTERM from another process ends a long session with its outputs written") {
   const fs::path dir = fresh_dir("session_kill");
-  const std::string log = dir.string() + ".log";
+  const std::string log = log_file_in(fresh_dir("session_kill_logs"), "trainer");
   const run_output r = run_shell("TRAINER_STEPS=100000000 TRACEML_OUT=" + dir.string() + " \"$T\" >" + log +
                                  " 2>&1 & pid=$!; "
                                  "while [ ! -s " +
