@@ -87,8 +87,8 @@ struct profiler_options {
   /// A step's end work (draining the records, the step's statistics, its JSONL line, the GPU
   /// hand-off, the live view) runs on a background thread, the step worker, so that the training
   /// thread's step end only publishes the step (about 0.1 us; benchmarks/cpu_step_cost). The work
-  /// is done within about a millisecond of the step's end, and the training thread does it itself
-  /// when the worker falls 1024 steps behind or the thread's record ring is half full (a step of
+  /// is done within 250 ms of the step's end (detail/step_worker.hpp), and the training thread does
+  /// it itself when the worker falls 1024 steps behind or the thread's record ring is half full (a step of
   /// thousands of phases), so nothing is dropped for want of a drain. false: at each step's end, on
   /// the thread that ends it (each step end then drains exactly that step's records: what
   /// max_other_thread_records bounds is a step end, not a drain of several steps; the worker's drain
@@ -564,8 +564,9 @@ class profiler : public recording_callback, private recorder_observer {
     }
   }
 
-  /// The step worker's work: every step handed over so far. Returns how many it processed.
-  std::size_t process_in_background() noexcept {
+  /// The step worker's work: every step handed over so far. Returns how many steps and records it
+  /// processed.
+  detail::step_batch process_in_background() noexcept {
     try {
       detail::lock_guard lock(mu_);
       if (!finished_) return process_ended(nullptr);
@@ -574,17 +575,17 @@ class profiler : public recording_callback, private recorder_observer {
     } catch (...) {
       report_once("step-end", "could not process a step (unknown error)");
     }
-    return 0;
+    return {};
   }
 
   /// Under mu_: the steps handed over (in order), then `also` (a step its thread processes itself):
   /// one drain of the rings for all of them, then each step's statistics and GPU hand-off. Returns
-  /// how many steps it processed.
-  std::size_t process_ended(const detail::ended_step* also) TRACEML_REQUIRES(mu_) {
+  /// how many steps and records it processed (the step worker paces itself by them).
+  detail::step_batch process_ended(const detail::ended_step* also) TRACEML_REQUIRES(mu_) {
     std::vector<detail::ended_step> steps;
     for (detail::ended_step e; ended_.pop(e);) steps.push_back(e);
     if (also) steps.push_back(*also);
-    if (steps.empty()) return 0;
+    if (steps.empty()) return {};
     // Each step's own loss: what its thread's ring lost since that thread's previous step end.
     std::vector<std::uint64_t> lost(steps.size(), 0);
     std::uint64_t own_lost = 0;
@@ -619,7 +620,7 @@ class profiler : public recording_callback, private recorder_observer {
     }
     outputs_.flush_jsonl();
     if (outputs_.has_ready_windows()) windows_waiting_.store(true, std::memory_order_release);
-    return steps.size();
+    return {steps.size(), taken};
   }
 
   /// Under mu_, records drained and pending_ in step order: one step's statistics, kept until its
@@ -775,6 +776,8 @@ class profiler : public recording_callback, private recorder_observer {
   std::uint64_t last_dropped_total_ TRACEML_GUARDED_BY(mu_) = 0;
   std::atomic<bool> windows_waiting_{false};  // outputs_ holds ready windows for the training thread
   detail::step_worker worker_{[this] { return process_in_background(); }};  // last: stopped before the rest goes
+  static_assert(detail::step_worker::max_batch_records * 4 == detail::thread_ring::capacity,
+                "a step worker's batch takes at most a quarter of a ring (on_step_end acts at half)");
 };
 #else
 /// Compiled out (TRACEML_DISABLE): the same API, recording nothing.

@@ -52,9 +52,9 @@ int main(int argc, char** argv) {
         TRACEML_PHASE(forward);
         spin(std::chrono::microseconds(200));
         if (step == 3 && m == 0 && mode != "after") {
-          // The step worker writes a finished step's line within about a millisecond of its end:
-          // a kill 200 ms into the next step finds the earlier steps on disk (a margin for loaded machines).
-          spin(std::chrono::milliseconds(200));
+          // The step worker writes a finished step's line within 250 ms of its end: a kill 750 ms
+          // into the next step finds the earlier steps on disk (a margin for loaded machines).
+          spin(std::chrono::milliseconds(750));
           std::raise(sig);
           if (mode == "twice") std::raise(sig);
         }

@@ -181,3 +181,42 @@ TEST_CASE("the profiler's background thread carries traceml's name, and is gone 
   CHECK(count() == before);
 }
 #endif
+
+TEST_CASE("the step worker takes as many steps a wake-up as fit, paced by the step period", "[threads][worker]") {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  traceml::detail::step_worker w([] { return traceml::detail::step_batch{}; });
+  // At most 64 steps a wake-up, at most a quarter of a ring's 16,384 records, at most 250 ms apart.
+  CHECK(w.next_poll(microseconds(20), 6) == microseconds(64 * 20));  // 20 us CPU steps: 1.28 ms
+  CHECK(w.next_poll(milliseconds(2), 6) == milliseconds(128));       // 2 ms GPU steps: 64 a wake-up
+  CHECK(w.next_poll(milliseconds(75), 40) == milliseconds(250));     // long steps: 250 ms, 3 a wake-up
+  CHECK(w.next_poll(milliseconds(400), 40) == milliseconds(250));    // longer than the poll: 250 ms
+  CHECK(w.next_poll(milliseconds(2), 2000) == milliseconds(4));      // 2,000 records a step: 4096 / 2000 = 2
+  CHECK(w.next_poll(milliseconds(10), 10000) == milliseconds(10));   // over a quarter ring: one step a wake-up
+  CHECK(w.next_poll(microseconds(1), 1) == microseconds(200));       // never below 200 us
+  CHECK(w.next_poll(milliseconds(1), 0) == milliseconds(64));        // no records counted: as one a step
+}
+
+TEST_CASE("the step worker wakes a few times a second, not once a step, and loses no step", "[threads][worker]") {
+  // 60 steps of 5 ms with 5 records each: after its first wake-up (10 ms) the worker polls every
+  // 250 ms (64 steps of 5 ms, capped), so the 300 ms run takes a handful of wake-ups, not 60. A
+  // loaded machine only makes wake-ups rarer.
+  std::atomic<std::size_t> ended{0}, processed{0}, wakeups{0};
+  traceml::detail::step_worker w([&] {
+    const std::size_t now = ended.load() - processed.load();
+    processed += now;
+    if (now) ++wakeups;
+    return traceml::detail::step_batch{now, 5 * now};
+  });
+  constexpr std::size_t steps = 60;
+  for (std::size_t s = 0; s < steps; ++s) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ++ended;
+    w.poke();
+  }
+  w.stop();
+  const std::size_t left = ended.load() - processed.load();  // the caller's last run (finish())
+  CHECK(processed.load() + left == steps);
+  CHECK(wakeups.load() >= 1);
+  CHECK(wakeups.load() <= 8);
+}

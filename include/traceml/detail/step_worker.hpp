@@ -7,18 +7,22 @@
 // rest, checking for work every poll interval.
 //
 // Why polling and not a notify per step: waking a sleeping thread is a system call (futex) on the
-// training thread, a microsecond or more each step. The thread instead wakes by itself, about once
-// per step: its poll interval is the step period it measured (the time since its last work divided
-// by the steps that work processed), never below `shortest_poll` (10 ms: shorter steps are taken in
-// batches, at most 64 steps a batch) nor above `longest_poll` (250 ms), doubling when a wake finds
-// nothing. A step is thus processed within about one step period.
+// training thread, a microsecond or more each step. The thread instead wakes by itself, every
+// `longest_poll` (250 ms) at most: each wake-up costs it tens of microseconds of CPU (a timed futex
+// wait and the scheduler's switch; 27-48 us measured on a 2-core VM) plus the write of the batch's
+// JSONL lines: with a wake-up per step, twice the step's own processing (perf, 75 ms steps). Shorter
+// steps are taken in batches of what a wake-up may take: at most 64 steps (a wake-up's work stays
+// short) and at most a quarter of a thread ring's records (the training thread does a
+// step's work itself once its ring is half full, which a batch must never cause). The poll is the
+// time those steps take at the step period measured (the time since the last work divided by the
+// steps that work processed), doubling when a wake finds nothing. A step is thus processed, and its
+// JSONL line written, within 250 ms of its end.
 //
-// Why not a fixed short poll: each wake-up costs this thread tens of microseconds of CPU (a timed
-// futex wait and the scheduler's switch; 27-48 us measured on a 2-core VM). The earlier fixed 1 ms
-// poll, backing off to 20 ms, cost 0.34 ms of CPU per 75 ms step there (the eager Qwen3 trainer's
-// 4x1 step length) and 46 us per 2 ms step; paced by the step period, 58 us and 9 us.
+// Measured (benchmarks/cpu_step_cost, 2-core VM; docs/cost.md), the profiler's threads' CPU per step:
+// 75 ms steps (the eager Qwen3 trainer's 4x1 step length) 0.34 ms with a fixed 1 ms poll, 104-110 us
+// with a wake-up per step, 41 us now; 2 ms steps 25-29 us with a wake-up per step, 7-8 us now.
 //
-//   detail::step_worker w([&] { return process_what_ended(); });  // returns the steps processed
+//   detail::step_worker w([&] { return process_what_ended(); });  // returns a step_batch
 //   w.poke();   // training thread, at each step's end
 //   w.stop();   // joins; then run the work once more yourself for what is left
 #pragma once
@@ -72,14 +76,22 @@ class handoff_queue {
   T slots_[N]{};
 };
 
+/// What one wake-up of the step worker processed.
+struct step_batch {
+  std::size_t steps = 0;
+  std::size_t records = 0;  ///< the steps' span records, every thread's
+};
+
 class step_worker {
  public:
   using clock = std::chrono::steady_clock;
-  /// `work` processes every step ended so far and returns how many it processed.
-  explicit step_worker(std::function<std::size_t()> work,
-                       std::chrono::microseconds shortest_poll = std::chrono::milliseconds(10),
+  /// `work` processes every step ended so far and says how many steps and records it processed.
+  /// The first wake-up comes after `first_poll`; later ones as the header says, `longest_poll` apart
+  /// at most.
+  explicit step_worker(std::function<step_batch()> work,
+                       std::chrono::microseconds first_poll = std::chrono::milliseconds(10),
                        std::chrono::microseconds longest_poll = std::chrono::milliseconds(250))
-      : work_(std::move(work)), shortest_poll_(shortest_poll), longest_poll_(std::max(longest_poll, shortest_poll)) {}
+      : work_(std::move(work)), first_poll_(first_poll), longest_poll_(std::max(longest_poll, first_poll)) {}
   ~step_worker() { stop(); }
   step_worker(const step_worker&) = delete;
   step_worker& operator=(const step_worker&) = delete;
@@ -103,6 +115,20 @@ class step_worker {
     if (thread_.joinable()) thread_.join();
   }
 
+  /// The poll for steps of `period` with `records_per_step` records: the time of as many steps as
+  /// one wake-up may take (at most max_batch, and at most max_batch_records records), never longer
+  /// than longest_poll_ nor shorter than 200 us.
+  std::chrono::microseconds next_poll(std::chrono::microseconds period, std::size_t records_per_step) const noexcept {
+    const std::size_t by_records = max_batch_records / std::max<std::size_t>(records_per_step, 1);
+    const auto steps = static_cast<std::int64_t>(std::clamp<std::size_t>(by_records, 1, max_batch));
+    return std::clamp(period * steps, std::chrono::microseconds(200), longest_poll_);
+  }
+
+  static constexpr std::size_t max_batch = 64;  // steps one wake-up takes at most, by design
+  /// Records one wake-up takes at most: a quarter of a thread ring (16,384 records), well below the
+  /// half at which the training thread does its step's work itself (profiler.hpp checks the match).
+  static constexpr std::size_t max_batch_records = 4096;
+
  private:
   void start() noexcept {
     detail::lock_guard lock(mu_);
@@ -120,7 +146,7 @@ class step_worker {
   }
 
   void run() {
-    std::chrono::microseconds poll = shortest_poll_;
+    std::chrono::microseconds poll = first_poll_;
     clock::time_point last_work = clock::now();
     detail::unique_lock lock(mu_);
     while (!stopping_) {
@@ -131,27 +157,19 @@ class step_worker {
         continue;
       }
       lock.unlock();
-      const std::size_t steps = work_();
+      const step_batch batch = work_();
       lock.lock();
-      if (steps == 0) continue;
-      // The next wake about one step from now: the period these steps ended at.
+      if (batch.steps == 0) continue;
       const clock::time_point now = clock::now();
-      const auto period =
-          std::chrono::duration_cast<std::chrono::microseconds>(now - last_work) / static_cast<std::int64_t>(steps);
-      poll = std::clamp(period, batch_poll(period), longest_poll_);
+      const auto period = std::chrono::duration_cast<std::chrono::microseconds>(now - last_work) /
+                          static_cast<std::int64_t>(batch.steps);
+      poll = next_poll(period, batch.records / batch.steps);
       last_work = now;
     }
   }
 
-  /// The shortest poll for steps of `period`: shortest_poll_, or less where that many steps would
-  /// pass max_batch (the hand-off queue and the rings keep room for what one wake-up takes).
-  std::chrono::microseconds batch_poll(std::chrono::microseconds period) const noexcept {
-    return std::max(std::min(shortest_poll_, period * max_batch), std::chrono::microseconds(200));
-  }
-
-  static constexpr std::int64_t max_batch = 64;  // steps one wake-up takes at most, by design
-  std::function<std::size_t()> work_;
-  const std::chrono::microseconds shortest_poll_, longest_poll_;
+  std::function<step_batch()> work_;
+  const std::chrono::microseconds first_poll_, longest_poll_;
   std::atomic<bool> pending_{false};
   std::atomic<bool> started_{false};
   detail::mutex mu_;       // guards stopping_ and the thread's start; the work runs outside it
